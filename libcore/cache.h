@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef NGNFS_CACHE_H
+#define NGNFS_CACHE_H
+
+/*
+ * The block cache: every block this client has, with the access the
+ * server granted it, its version, its data, and whether it is dirty and in
+ * which dirty set.
+ *
+ * The cache is the only user of the network client's block requests.  It
+ * answers revocations on the client's I/O thread (write back the whole
+ * dirty set of the revoked block, then release), flushes dirty sets within
+ * a bounded time in writeback mode and at once in stable mode, and keeps
+ * its memory under the configured size by dropping clean blocks in LRU
+ * order and writing back dirty ones first.  Transactions (txn.h) are the
+ * only way operation code touches cached blocks.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "client.h"
+
+enum ngnfs_durability {
+	NGNFS_DURABILITY_STABLE = 0,	/* an operation returns once its set is durable */
+	NGNFS_DURABILITY_WRITEBACK = 1, /* returns from memory, flushed within the interval */
+};
+
+struct ngnfs_cache_config {
+	size_t cache_bytes;		/* default 256 MiB */
+	enum ngnfs_durability durability;
+	uint32_t writeback_interval_ms; /* default 1000 */
+	uint32_t alloc_batch;		/* blocks reserved per ALLOC; default 64 */
+};
+
+struct ngnfs_cache;
+
+/*
+ * Called (on the I/O thread) when another client's access made this
+ * client drop or refresh its copy of a block; the filesystem layer turns
+ * that into attribute and directory cache invalidations.  data is the
+ * copy being dropped (NULL if none); it is only valid during the call.
+ */
+typedef void (*ngnfs_cache_invalidate_fn)(void *arg, uint64_t blkno, const void *data);
+
+struct ngnfs_cache_counters {
+	uint64_t hits;
+	uint64_t misses;
+	uint64_t revalidated;	   /* GETs answered "unchanged" */
+	uint64_t revokes;
+	uint64_t retries;	   /* transaction re-runs */
+	uint64_t sets_written;
+	uint64_t blocks_written;
+	uint64_t writes_sent;	   /* WRITE/COMMIT round trips */
+	uint64_t evictions;
+	uint64_t dirty_blocks;	   /* now */
+	uint64_t cached_blocks;	   /* now */
+};
+
+int ngnfs_cache_create(struct ngnfs_client *client, const struct ngnfs_cache_config *config,
+		       struct ngnfs_cache **cache_out);
+/* Writes back everything dirty, then frees the cache. */
+void ngnfs_cache_destroy(struct ngnfs_cache *cache);
+void ngnfs_cache_set_invalidate(struct ngnfs_cache *cache, ngnfs_cache_invalidate_fn fn,
+				void *arg);
+
+/* Write back every dirty set and wait until they are durable. */
+int ngnfs_cache_sync(struct ngnfs_cache *cache);
+/*
+ * Returns the first write-back failure since the last call (then
+ * cleared): writeback-mode operations that were acknowledged from memory
+ * learn of a lost write here, and fsync reports it.
+ */
+int ngnfs_cache_take_error(struct ngnfs_cache *cache);
+void ngnfs_cache_counters(struct ngnfs_cache *cache, struct ngnfs_cache_counters *counters);
+struct ngnfs_client *ngnfs_cache_client(struct ngnfs_cache *cache);
+enum ngnfs_durability ngnfs_cache_durability(const struct ngnfs_cache *cache);
+
+#endif

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef NGNFS_CLIENT_H
+#define NGNFS_CLIENT_H
+
+/*
+ * The network client: sessions with every blockd of a filesystem.
+ *
+ * One client owns one connection per device and one I/O thread that does
+ * all the socket work for all of them.  Requests are asynchronous: the
+ * caller passes a completion function, which runs on the I/O thread when
+ * the reply arrives.  Completions and the revoke callback must therefore
+ * never block on an operation thread; that is what lets the block cache
+ * answer a revocation (write back, then release) while every ganesha
+ * worker thread is blocked in an operation.
+ *
+ * Multi-device atomic writes are driven here (ngnfs_client_write_set): the
+ * caller hands over one dirty set and gets one completion, whatever it
+ * took (a single WRITE, or STAGE to every participant, COMMIT at the
+ * primary, RESOLVE to the others; see docs/protocol.md).
+ *
+ * The _sync wrappers wait for the completion on the calling thread: for
+ * mkfs, repair, tests, and operation threads that hold nothing.  They
+ * must never be called from a completion or a callback.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "msg.h"
+
+struct ngnfs_client;
+
+struct ngnfs_client_ops {
+	/*
+	 * The server wants blkno brought down to access (NONE or READ).
+	 * Runs on the I/O thread.  The owner writes back what it must and
+	 * then calls ngnfs_client_release() (now or later, from any thread).
+	 */
+	void (*revoke)(void *owner, uint64_t blkno, uint8_t access);
+	/*
+	 * The session with a device was lost or re-established.  When
+	 * server_restarted is true the server's grant table is gone: every
+	 * grant on that device must be reclaimed with a GET that carries the
+	 * cached version.  Runs on the I/O thread.
+	 */
+	void (*session_reset)(void *owner, uint16_t device, bool server_restarted);
+};
+
+struct ngnfs_client_config {
+	const char *const *device_addresses; /* "host:port", indexed by device */
+	uint16_t device_count;
+	uint8_t fs_id[NGNFS_FS_ID_SIZE];
+	uint32_t hello_flags;		/* NGNFS_HELLO_FORMAT for mkfs */
+	uint32_t connect_timeout_ms;	/* default 5000 */
+	uint32_t request_timeout_ms;	/* default 30000; 0 means wait forever */
+	uint64_t client_id;		/* 0: pick one at random */
+};
+
+int ngnfs_client_create(const struct ngnfs_client_config *config,
+			const struct ngnfs_client_ops *ops, void *owner,
+			struct ngnfs_client **client_out);
+/* Closes every session (servers drop this client's grants). */
+void ngnfs_client_destroy(struct ngnfs_client *client);
+
+uint16_t ngnfs_client_device_count(const struct ngnfs_client *client);
+uint64_t ngnfs_client_id(const struct ngnfs_client *client);
+/* What the device said in its HELLO_REPLY; -ENOTCONN if no session. */
+int ngnfs_client_device_info(struct ngnfs_client *client, uint16_t device,
+			     struct ngnfs_msg *hello_reply);
+
+/*
+ * GET: one completion per block, in any order.  data is NULL when the
+ * caller's cached version was current, else NGNFS_BLOCK_SIZE bytes valid
+ * only during the call.
+ */
+typedef void (*ngnfs_grant_done_fn)(void *arg, int status, uint64_t blkno, uint64_t version,
+				    uint8_t access, const uint8_t *data);
+int ngnfs_client_get(struct ngnfs_client *client, const struct ngnfs_block_request *blocks,
+		     uint32_t count, ngnfs_grant_done_fn done, void *arg);
+
+/* Give up access (fire and forget; the server replies, errors are logged). */
+int ngnfs_client_release(struct ngnfs_client *client, uint64_t blkno, uint8_t access);
+
+/*
+ * One dirty set, written atomically.  blocks[i].version is the base
+ * version.  On success versions[i] is each block's new version.  With
+ * release set, blocks are brought down to release_access afterwards.
+ */
+struct ngnfs_write_set {
+	uint64_t set_id; /* 0: the client picks a unique one */
+	const struct ngnfs_block_request *blocks;
+	uint32_t block_count;
+	const uint64_t *frees;
+	uint32_t free_count;
+	bool release;
+	uint8_t release_access;
+};
+
+typedef void (*ngnfs_write_done_fn)(void *arg, int status, const uint64_t *versions);
+int ngnfs_client_write_set(struct ngnfs_client *client, const struct ngnfs_write_set *set,
+			   ngnfs_write_done_fn done, void *arg);
+
+/* Synchronous wrappers. */
+int ngnfs_client_get_sync(struct ngnfs_client *client, uint64_t blkno, uint8_t access,
+			  uint64_t cached_version, uint64_t *version, uint8_t *data,
+			  bool *data_changed);
+int ngnfs_client_write_set_sync(struct ngnfs_client *client, const struct ngnfs_write_set *set,
+				uint64_t *versions);
+/* Reserve count free blocks on device, granted for write. */
+int ngnfs_client_alloc_sync(struct ngnfs_client *client, uint16_t device, uint32_t count,
+			    uint64_t *blknos, uint64_t *versions, uint32_t *allocated);
+int ngnfs_client_cmpxchg_sync(struct ngnfs_client *client, uint64_t blkno,
+			      uint64_t expected_version, const uint8_t *data,
+			      uint64_t *version);
+int ngnfs_client_read_incoherent_sync(struct ngnfs_client *client, uint64_t blkno,
+				      uint64_t *version, uint8_t *data);
+struct ngnfs_device_statfs {
+	uint64_t total_blocks;
+	uint64_t free_blocks;
+	uint64_t reserved_blocks;
+	uint64_t staged_sets;
+};
+int ngnfs_client_statfs_sync(struct ngnfs_client *client, uint16_t device,
+			     struct ngnfs_device_statfs *statfs);
+/* mkfs: give an unformatted device its identity. */
+int ngnfs_client_format_sync(struct ngnfs_client *client, uint16_t device,
+			     const uint8_t fs_id[NGNFS_FS_ID_SIZE], uint32_t device_count);
+
+#endif

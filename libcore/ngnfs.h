@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef NGNFS_H
+#define NGNFS_H
+
+/*
+ * The native ngnfs API: POSIX objects addressed by handle.
+ *
+ * This is what the NFS-Ganesha FSAL, the admin tool and a later SMB front
+ * end use; none of them sees blocks.  Every call is one transaction (or a
+ * short sequence of them) and returns 0 or a negative errno; a call that
+ * fails changed nothing.  Objects are named by struct ngnfs_handle, the
+ * inode number (which is the number of the inode's block) and its
+ * generation: a handle stays valid across gateway restarts and is refused
+ * with -ESTALE once the inode is gone or its block was reused.
+ *
+ * Calls may block (network, durability waits) and may be made from many
+ * threads at once; they never hold blocks while they wait.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#define NGNFS_NAME_MAX	      255
+#define NGNFS_SYMLINK_MAX     4095
+#define NGNFS_XATTR_NAME_MAX  255
+#define NGNFS_XATTR_VALUE_MAX 65536
+#define NGNFS_HANDLE_WIRE_SIZE 16
+
+struct ngnfs_fs;
+
+struct ngnfs_handle {
+	uint64_t ino;
+	uint64_t generation;
+};
+
+/* Handles on the wire (NFS file handles): 16 bytes, little-endian. */
+void ngnfs_handle_to_wire(const struct ngnfs_handle *handle, uint8_t wire[NGNFS_HANDLE_WIRE_SIZE]);
+void ngnfs_handle_from_wire(const uint8_t wire[NGNFS_HANDLE_WIRE_SIZE], struct ngnfs_handle *handle);
+
+struct ngnfs_attr {
+	uint64_t ino;
+	uint64_t generation;
+	uint32_t mode; /* type and permission bits, as st_mode */
+	uint32_t nlink;
+	uint32_t uid;
+	uint32_t gid;
+	uint64_t size;
+	uint64_t blocks; /* 512-byte units allocated, as st_blocks */
+	uint64_t rdev;
+	uint64_t change; /* bumped on every change: NFSv4 change attribute */
+	struct timespec atime;
+	struct timespec mtime;
+	struct timespec ctime;
+	struct timespec crtime;
+};
+
+/* Which fields ngnfs_setattr changes. */
+#define NGNFS_SET_MODE	     (1U << 0)
+#define NGNFS_SET_UID	     (1U << 1)
+#define NGNFS_SET_GID	     (1U << 2)
+#define NGNFS_SET_SIZE	     (1U << 3)
+#define NGNFS_SET_ATIME	     (1U << 4)
+#define NGNFS_SET_MTIME	     (1U << 5)
+#define NGNFS_SET_ATIME_NOW  (1U << 6)
+#define NGNFS_SET_MTIME_NOW  (1U << 7)
+#define NGNFS_SET_CTIME	     (1U << 8)
+
+struct ngnfs_setattr {
+	uint32_t mask;
+	uint32_t mode;
+	uint32_t uid;
+	uint32_t gid;
+	uint64_t size;
+	struct timespec atime;
+	struct timespec mtime;
+	struct timespec ctime;
+};
+
+enum ngnfs_durability_mode {
+	NGNFS_MOUNT_STABLE = 0,
+	NGNFS_MOUNT_WRITEBACK = 1,
+};
+
+struct ngnfs_mount_options {
+	const char *const *device_addresses; /* "host:port", device index order */
+	uint16_t device_count;
+	enum ngnfs_durability_mode durability;
+	size_t cache_bytes;		/* 0: default */
+	uint32_t writeback_interval_ms; /* 0: default */
+};
+
+struct ngnfs_mkfs_options {
+	const char *const *device_addresses;
+	uint16_t device_count;
+	/* progress lines ("formatting device 2 of 3") go here when set */
+	void (*progress)(void *arg, const char *line);
+	void *progress_arg;
+};
+
+/*
+ * mkfs: every device must be unformatted (-EEXIST names the first that is
+ * not).  Writes each device's identity, the superblock and the root
+ * directory.
+ */
+int ngnfs_mkfs(const struct ngnfs_mkfs_options *options, uint8_t fs_id_out[16]);
+
+/* Checks the superblock, fs id and format version of every device. */
+int ngnfs_mount(const struct ngnfs_mount_options *options, struct ngnfs_fs **fs_out);
+/* Writes back everything dirty, then closes every session. */
+void ngnfs_unmount(struct ngnfs_fs *fs);
+
+/* What was wrong, in words, after a failed mount or operation (thread-local). */
+const char *ngnfs_last_error(void);
+
+/*
+ * Cache invalidation for a gateway layer: called (from libcore's I/O
+ * thread, must not block) when another client changed an object this
+ * client had cached.  dir_changed says the change may be in its entries.
+ */
+typedef void (*ngnfs_invalidate_fn)(void *arg, const struct ngnfs_handle *handle,
+				    bool dir_changed);
+void ngnfs_set_invalidate(struct ngnfs_fs *fs, ngnfs_invalidate_fn fn, void *arg);
+
+int ngnfs_root(struct ngnfs_fs *fs, struct ngnfs_handle *root);
+void ngnfs_fs_id(struct ngnfs_fs *fs, uint8_t fs_id[16]);
+
+int ngnfs_getattr(struct ngnfs_fs *fs, const struct ngnfs_handle *handle,
+		  struct ngnfs_attr *attr);
+int ngnfs_setattr(struct ngnfs_fs *fs, const struct ngnfs_handle *handle,
+		  const struct ngnfs_setattr *set, struct ngnfs_attr *attr_out);
+
+int ngnfs_lookup(struct ngnfs_fs *fs, const struct ngnfs_handle *dir, const char *name,
+		 struct ngnfs_handle *handle_out, struct ngnfs_attr *attr_out);
+
+/*
+ * Creates a regular file, directory, device, fifo or socket according to
+ * the type bits of mode.  -EEXIST if the name exists.
+ */
+int ngnfs_create(struct ngnfs_fs *fs, const struct ngnfs_handle *dir, const char *name,
+		 uint32_t mode, uint32_t uid, uint32_t gid, uint64_t rdev,
+		 struct ngnfs_handle *handle_out, struct ngnfs_attr *attr_out);
+int ngnfs_symlink(struct ngnfs_fs *fs, const struct ngnfs_handle *dir, const char *name,
+		  const char *target, uint32_t uid, uint32_t gid, struct ngnfs_handle *handle_out,
+		  struct ngnfs_attr *attr_out);
+/* Returns the target length; the target is NUL terminated if it fits. */
+ssize_t ngnfs_readlink(struct ngnfs_fs *fs, const struct ngnfs_handle *handle, char *buffer,
+		       size_t size);
+int ngnfs_link(struct ngnfs_fs *fs, const struct ngnfs_handle *handle,
+	       const struct ngnfs_handle *dir, const char *name);
+/* Removes a name (rmdir when it names an empty directory; -ENOTEMPTY otherwise). */
+int ngnfs_unlink(struct ngnfs_fs *fs, const struct ngnfs_handle *dir, const char *name);
+/*
+ * POSIX rename: replaces an existing target of a compatible type,
+ * refuses to move a directory into its own subtree (-EINVAL).
+ */
+int ngnfs_rename(struct ngnfs_fs *fs, const struct ngnfs_handle *old_dir, const char *old_name,
+		 const struct ngnfs_handle *new_dir, const char *new_name);
+
+/*
+ * readdir: entries after cookie (0 starts at the beginning) in cookie
+ * order.  Cookies are stable while other entries come and go.  The
+ * callback returns 0 to go on, or 1 to stop (the entry it was given is
+ * not consumed); "." and ".." are not returned.
+ */
+typedef int (*ngnfs_readdir_fn)(void *arg, const char *name, size_t name_length,
+				const struct ngnfs_handle *handle, uint32_t type_mode,
+				uint64_t cookie);
+int ngnfs_readdir(struct ngnfs_fs *fs, const struct ngnfs_handle *dir, uint64_t cookie,
+		  ngnfs_readdir_fn fn, void *arg, bool *end_of_directory);
+
+/*
+ * Open files: an unlinked file whose last name is gone survives until the
+ * last close on this client (orphan), then its blocks are freed.
+ */
+int ngnfs_open(struct ngnfs_fs *fs, const struct ngnfs_handle *handle);
+int ngnfs_close(struct ngnfs_fs *fs, const struct ngnfs_handle *handle);
+
+ssize_t ngnfs_read(struct ngnfs_fs *fs, const struct ngnfs_handle *handle, uint64_t offset,
+		   void *buffer, size_t length, bool *end_of_file);
+/* stable: durable before return, whatever the mount's mode (FILE_SYNC). */
+ssize_t ngnfs_write(struct ngnfs_fs *fs, const struct ngnfs_handle *handle, uint64_t offset,
+		    const void *buffer, size_t length, bool stable);
+/* fsync / NFS COMMIT; also reports write-back failures since the last sync. */
+int ngnfs_sync(struct ngnfs_fs *fs);
+
+/* XATTR_CREATE / XATTR_REPLACE from <sys/xattr.h> as in setxattr(2). */
+int ngnfs_setxattr(struct ngnfs_fs *fs, const struct ngnfs_handle *handle, const char *name,
+		   const void *value, size_t size, int flags);
+/* Returns the value size; -ERANGE if size is too small (0 asks for the size). */
+ssize_t ngnfs_getxattr(struct ngnfs_fs *fs, const struct ngnfs_handle *handle, const char *name,
+		       void *value, size_t size);
+/* NUL-separated names, as listxattr(2). */
+ssize_t ngnfs_listxattr(struct ngnfs_fs *fs, const struct ngnfs_handle *handle, char *list,
+			size_t size);
+int ngnfs_removexattr(struct ngnfs_fs *fs, const struct ngnfs_handle *handle, const char *name);
+
+struct ngnfs_statfs {
+	uint64_t block_size;
+	uint64_t total_blocks;
+	uint64_t free_blocks;
+	uint64_t total_inodes;
+	uint64_t free_inodes;
+	uint32_t device_count;
+	uint32_t name_max;
+};
+int ngnfs_statfs(struct ngnfs_fs *fs, struct ngnfs_statfs *statfs);
+
+#endif
