@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Export operations of the NGNFS FSAL: creating an export (parsing its
+ * FSAL block and mounting the filesystem through libcore), releasing it,
+ * turning wire handles back into objects, and filesystem statistics.
+ *
+ * create_export also logs the "NGNFS guard:" line: values the plugin reads
+ * from ganesha's own structures (nfs_param, the export being created).  The
+ * plugin's config.h is generated outside ganesha's build and must match
+ * the daemon's; if it does not, the plugin still loads but reads every
+ * shared structure at the wrong offsets.  The guard test (ctest/fsal.cmake)
+ * writes unusual values into the daemon's config and checks this line
+ * reports exactly those, which no mismatched layout does by accident.  The
+ * values are spread over the whole of nfs_param (first field, middle, last
+ * field of each block) so that a shift anywhere shows.  Only integers are
+ * read: dereferencing a pointer read at a wrong offset could crash the
+ * daemon instead of producing a readable mismatch.
+ *
+ * XXX: libcore calls ngnfs_set_invalidate's function from its I/O thread,
+ * which must never wait on operation threads; MDCACHE's invalidate upcall
+ * takes locks that a worker blocked in libcore may hold.  Invalidations
+ * therefore need a queue and a thread of ours (fsal_up.c) before they are
+ * registered.  up_ops is kept for that.
+ */
+
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "fsal.h"
+#include "fsal_convert.h"
+#include "FSAL/fsal_commonlib.h"
+#include "FSAL/fsal_config.h"
+#include "config_parsing.h"
+#include "export_mgr.h"
+#include "nfs_core.h"
+
+#include "internal.h"
+
+static void ngnfs_fsal_release_export(struct fsal_export *fsal_export)
+{
+	struct ngnfs_fsal_export *export = ngnfs_fsal_export_of(fsal_export);
+
+	LogDebug(COMPONENT_FSAL, "NGNFS: releasing export %u", fsal_export->export_id);
+	if (export->fs != NULL)
+		ngnfs_unmount(export->fs);
+	fsal_detach_export(fsal_export->fsal, &fsal_export->exports);
+	free_export_ops(fsal_export);
+	ngnfs_fsal_export_options_free(&export->options);
+	gsh_free(export);
+}
+
+static fsal_status_t ngnfs_fsal_get_fs_dynamic_info(struct fsal_export *fsal_export,
+						    struct fsal_obj_handle *object,
+						    fsal_dynamicfsinfo_t *info)
+{
+	struct ngnfs_fsal_export *export = ngnfs_fsal_export_of(fsal_export);
+	struct ngnfs_statfs statfs;
+	int ret;
+
+	(void)object;
+
+	ret = ngnfs_statfs(export->fs, &statfs);
+	if (ret < 0) {
+		LogWarn(COMPONENT_FSAL, "NGNFS: statfs of export %u failed: %s",
+			fsal_export->export_id, ngnfs_last_error());
+		return ngnfs_fsal_status(ret);
+	}
+
+	memset(info, 0, sizeof(*info));
+	info->total_bytes = statfs.total_blocks * statfs.block_size;
+	info->free_bytes = statfs.free_blocks * statfs.block_size;
+	info->avail_bytes = info->free_bytes;
+	info->total_files = statfs.total_inodes;
+	info->free_files = statfs.free_inodes;
+	info->avail_files = statfs.free_inodes;
+	/* timestamps are kept with nanoseconds */
+	info->time_delta.tv_sec = 0;
+	info->time_delta.tv_nsec = 1;
+	return fsalstat(ERR_FSAL_NO_ERROR, 0);
+}
+
+/*
+ * Checks a handle that came off the wire.  Our handles are libcore's 16-byte
+ * little-endian wire form whatever the host, so nothing is byte-swapped
+ * (FH_FSAL_BIG_ENDIAN does not concern us); only the length can be wrong.
+ */
+static fsal_status_t ngnfs_fsal_wire_to_host(struct fsal_export *fsal_export,
+					     fsal_digesttype_t in_type, struct gsh_buffdesc *wire,
+					     int flags)
+{
+	(void)in_type;
+	(void)flags;
+
+	if (wire->len != NGNFS_HANDLE_WIRE_SIZE) {
+		LogInfo(COMPONENT_FSAL, "NGNFS: export %u got a %zu-byte handle, expected %d",
+			fsal_export->export_id, wire->len, NGNFS_HANDLE_WIRE_SIZE);
+		return fsalstat(ERR_FSAL_BADHANDLE, 0);
+	}
+	return fsalstat(ERR_FSAL_NO_ERROR, 0);
+}
+
+static void ngnfs_fsal_export_ops_init(struct export_ops *ops)
+{
+	ops->release = ngnfs_fsal_release_export;
+	ops->lookup_path = ngnfs_fsal_lookup_path;
+	ops->wire_to_host = ngnfs_fsal_wire_to_host;
+	ops->create_handle = ngnfs_fsal_create_handle;
+	ops->get_fs_dynamic_info = ngnfs_fsal_get_fs_dynamic_info;
+}
+
+/* The guard line; see the comment at the top of this file. */
+static void ngnfs_fsal_log_guard(const struct ngnfs_fsal_export *export)
+{
+	const nfs_core_parameter_t *core = &nfs_param.core_param;
+	const nfs_version4_parameter_t *v4 = &nfs_param.nfsv4_param;
+
+	LogEvent(COMPONENT_FSAL,
+		 "NGNFS guard: fsal_api=%d.%d export_id=%u fsal_export_id=%u nfs_port=%u "
+		 "core_options=0x%x manage_gids_expiration=%lld max_uid_to_group_reqs=%u "
+		 "lease_lifetime=%u grace_period=%u graceless=%d only_numeric_owners=%d "
+		 "max_client_ids=%u",
+		 FSAL_MAJOR_VERSION, FSAL_MINOR_VERSION, op_ctx->ctx_export->export_id,
+		 export->export.export_id, core->port[P_NFS], core->core_options,
+		 (long long)core->manage_gids_expiration, core->max_uid_to_grp_reqs,
+		 v4->lease_lifetime, v4->grace_period, v4->graceless, v4->only_numeric_owners,
+		 v4->max_client_ids);
+}
+
+/*
+ * Creates an export: parses the FSAL block, mounts the filesystem named by
+ * Devices, and hands the export to ganesha (op_ctx->fsal_export).  On
+ * failure nothing is left attached and the daemon drops only this export.
+ */
+fsal_status_t ngnfs_fsal_create_export(struct fsal_module *module, void *parse_node,
+				       struct config_error_type *err_type,
+				       const struct fsal_up_vector *up_ops)
+{
+	struct ngnfs_fsal_export *export;
+	struct ngnfs_mount_options mount_options;
+	uint8_t fs_id[16];
+	uint64_t major = 0;
+	uint64_t minor = 0;
+	fsal_status_t status;
+	int ret;
+	int i;
+
+	export = gsh_calloc(1, sizeof(*export));
+	fsal_export_init(&export->export);
+	ngnfs_fsal_export_ops_init(&export->export.exp_ops);
+
+	ret = load_config_from_node(parse_node, &ngnfs_fsal_export_config_block, &export->options,
+				    true, err_type);
+	if (ret != 0) {
+		LogCrit(COMPONENT_FSAL, "NGNFS: export %u has an invalid FSAL block",
+			op_ctx->ctx_export->export_id);
+		status = fsalstat(ERR_FSAL_INVAL, EINVAL);
+		goto out_free;
+	}
+
+	ret = fsal_attach_export(module, &export->export.exports);
+	if (ret != 0) {
+		LogCrit(COMPONENT_FSAL, "NGNFS: could not attach export %u: %s",
+			op_ctx->ctx_export->export_id, strerror(ret));
+		status = posix2fsal_status(ret);
+		goto out_free;
+	}
+	export->export.fsal = module;
+	export->export.up_ops = up_ops;
+
+	memset(&mount_options, 0, sizeof(mount_options));
+	mount_options.device_addresses = (const char *const *)export->options.device_addresses;
+	mount_options.device_count = export->options.device_count;
+	mount_options.durability = export->options.durability;
+	mount_options.cache_bytes = export->options.cache_size;
+	mount_options.writeback_interval_ms = export->options.writeback_interval_ms;
+
+	ret = ngnfs_mount(&mount_options, &export->fs);
+	if (ret < 0) {
+		LogCrit(COMPONENT_FSAL, "NGNFS: export %u could not mount Devices = \"%s\": %s",
+			op_ctx->ctx_export->export_id, export->options.devices, ngnfs_last_error());
+		export->fs = NULL;
+		status = ngnfs_fsal_status(ret);
+		goto out_detach;
+	}
+
+	ret = ngnfs_root(export->fs, &export->root);
+	if (ret < 0) {
+		LogCrit(COMPONENT_FSAL, "NGNFS: export %u could not find the root directory: %s",
+			op_ctx->ctx_export->export_id, ngnfs_last_error());
+		status = ngnfs_fsal_status(ret);
+		goto out_unmount;
+	}
+
+	/* The NFS fsid of every object is the filesystem's id. */
+	ngnfs_fs_id(export->fs, fs_id);
+	for (i = 7; i >= 0; i--) {
+		major = (major << 8) | fs_id[i];
+		minor = (minor << 8) | fs_id[8 + i];
+	}
+	export->fsid.major = major;
+	export->fsid.minor = minor;
+
+	op_ctx->fsal_export = &export->export;
+
+	LogEvent(COMPONENT_FSAL,
+		 "NGNFS: export %u mounted %u device(s) \"%s\" durability=%s cache_size=%" PRIu64
+		 " writeback_interval_ms=%u root=%" PRIu64 ".%" PRIu64,
+		 op_ctx->ctx_export->export_id, export->options.device_count,
+		 export->options.devices, ngnfs_fsal_durability_name(export->options.durability),
+		 export->options.cache_size, export->options.writeback_interval_ms,
+		 export->root.ino, export->root.generation);
+	ngnfs_fsal_log_guard(export);
+	return fsalstat(ERR_FSAL_NO_ERROR, 0);
+
+out_unmount:
+	ngnfs_unmount(export->fs);
+out_detach:
+	fsal_detach_export(module, &export->export.exports);
+out_free:
+	free_export_ops(&export->export);
+	ngnfs_fsal_export_options_free(&export->options);
+	gsh_free(export);
+	return status;
+}

@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Registration of the NGNFS FSAL with ganesha and the table of options of
+ * its FSAL block.
+ *
+ * ganesha dlopen()s Plugins_Dir/libfsalngnfs.so when an EXPORT names
+ * FSAL { Name = NGNFS; }; the constructor below registers the module under
+ * that name with the FSAL API version of the headers we were built with
+ * (register_fsal() refuses a different major or a newer minor).
+ *
+ * The options of an export's FSAL block are declared once, in
+ * ngnfs_fsal_export_options_items, with their types, ranges and defaults, so that
+ * ganesha's own config parser rejects a bad value and names the option.
+ * Only what the table cannot say (the syntax of each Devices entry) is
+ * checked in the block's commit step, which also names the option.
+ *
+ * XXX: there is no module-wide (top-level NGNFS { }) block yet; every
+ * setting is per export because each export mounts its own filesystem.
+ */
+
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "fsal.h"
+#include "FSAL/fsal_init.h"
+#include "FSAL/fsal_commonlib.h"
+#include "config_parsing.h"
+
+#include "internal.h"
+
+#define NGNFS_CACHE_SIZE_MIN		 (4ULL << 20)
+#define NGNFS_CACHE_SIZE_MAX		 (1ULL << 40)
+#define NGNFS_CACHE_SIZE_DEFAULT	 (256ULL << 20)
+#define NGNFS_WRITEBACK_INTERVAL_MIN	 10
+#define NGNFS_WRITEBACK_INTERVAL_MAX	 60000
+#define NGNFS_WRITEBACK_INTERVAL_DEFAULT 1000
+/* "host:port" of at most 255 + 1 + 5 characters, 1024 devices */
+#define NGNFS_DEVICES_MAX_LENGTH (1024 * 262)
+
+struct ngnfs_fsal_module ngnfs_fsal_module = {
+	.fsal = {
+		.fs_info = {
+			.maxfilesize = INT64_MAX,
+			.maxlink = UINT32_MAX,
+			.maxnamelen = NGNFS_NAME_MAX,
+			.maxpathlen = MAXPATHLEN,
+			.no_trunc = true,
+			.chown_restricted = true,
+			.case_insensitive = false,
+			.case_preserving = true,
+			.link_support = true,
+			.symlink_support = true,
+			/* XXX: locks come with the lock phase */
+			.lock_support = false,
+			.lock_support_async_block = false,
+			.named_attr = false,
+			/* inode number plus generation never names another object */
+			.unique_handles = true,
+			.acl_support = 0,
+			.cansettime = true,
+			.homogenous = true,
+			.supported_attrs = ATTRS_POSIX | ATTR_CREATION,
+			.maxread = FSAL_MAXIOSIZE,
+			.maxwrite = FSAL_MAXIOSIZE,
+			.umask = 0,
+			.auth_exportpath_xdev = false,
+			.link_supports_permission_checks = false,
+			.rename_changes_key = false,
+			.readdir_plus = true,
+			/* XXX: NFSv4.2 xattrs reach us once handle.c implements them */
+			.xattr_support = false,
+			/* parents stay cached until an upcall invalidates them; XXX: not
+			 * delivered yet, see the top of export.c */
+			.expire_time_parent = -1,
+		},
+	},
+};
+
+const char *ngnfs_fsal_durability_name(uint32_t durability)
+{
+	switch (durability) {
+	case NGNFS_MOUNT_STABLE:
+		return "stable";
+	case NGNFS_MOUNT_WRITEBACK:
+		return "writeback";
+	}
+	return "unknown";
+}
+
+void ngnfs_fsal_export_options_free(struct ngnfs_fsal_export_options *options)
+{
+	uint16_t i;
+
+	for (i = 0; i < options->device_count; i++)
+		gsh_free(options->device_addresses[i]);
+	gsh_free(options->device_addresses);
+	gsh_free(options->devices);
+	gsh_free(options->durability_name);
+	options->durability_name = NULL;
+	options->device_addresses = NULL;
+	options->device_count = 0;
+	options->devices = NULL;
+}
+
+/*
+ * Checks one "host:port" entry of Devices; host is a name or an IPv4
+ * address, or an IPv6 address in brackets.  Returns 0 or -EINVAL.
+ */
+static int check_device_address(const char *address)
+{
+	const char *colon = strrchr(address, ':');
+	char *end;
+	unsigned long port;
+
+	if (colon == NULL || colon == address || colon[1] == '\0')
+		return -EINVAL;
+	if (address[0] == '[' && colon[-1] != ']')
+		return -EINVAL;
+	errno = 0;
+	port = strtoul(colon + 1, &end, 10);
+	if (errno != 0 || *end != '\0' || port == 0 || port > 65535)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * Commit step of the FSAL block: splits Devices into device_addresses.
+ * Returns the number of errors, as ganesha's config parser expects; each
+ * is logged with the option's name.
+ */
+static int ngnfs_fsal_export_options_commit(void *node, void *link_mem, void *self_struct,
+					    struct config_error_type *err_type)
+{
+	struct ngnfs_fsal_export_options *options = self_struct;
+	char *copy;
+	char *entry;
+	char *save = NULL;
+	size_t count = 1;
+	const char *c;
+	int errors = 0;
+
+	(void)node;
+	(void)link_mem;
+
+	if (options->durability_name == NULL ||
+	    strcasecmp(options->durability_name, "stable") == 0) {
+		options->durability = NGNFS_MOUNT_STABLE;
+	} else if (strcasecmp(options->durability_name, "writeback") == 0) {
+		options->durability = NGNFS_MOUNT_WRITEBACK;
+	} else {
+		LogCrit(COMPONENT_CONFIG,
+			"NGNFS: Durability = \"%s\" is neither stable nor writeback",
+			options->durability_name);
+		errors++;
+	}
+
+	if (options->devices == NULL) {
+		/* ganesha already reported the missing mandatory option */
+		goto out;
+	}
+
+	for (c = options->devices; *c; c++)
+		count += *c == ',';
+	if (count > UINT16_MAX) {
+		LogCrit(COMPONENT_CONFIG, "NGNFS: Devices lists %zu devices, at most %u allowed",
+			count, UINT16_MAX);
+		errors++;
+		goto out;
+	}
+
+	options->device_addresses = gsh_calloc(count, sizeof(char *));
+	options->device_count = 0;
+	copy = gsh_strdup(options->devices);
+	for (entry = strtok_r(copy, ", \t", &save); entry != NULL;
+	     entry = strtok_r(NULL, ", \t", &save)) {
+		if (check_device_address(entry) != 0) {
+			LogCrit(COMPONENT_CONFIG,
+				"NGNFS: Devices entry \"%s\" is not host:port (port 1-65535)",
+				entry);
+			errors++;
+			continue;
+		}
+		options->device_addresses[options->device_count++] = gsh_strdup(entry);
+	}
+	gsh_free(copy);
+
+	if (options->device_count == 0) {
+		LogCrit(COMPONENT_CONFIG, "NGNFS: Devices = \"%s\" names no device",
+			options->devices);
+		errors++;
+	}
+out:
+	if (errors > 0)
+		err_type->invalid = true;
+	return errors;
+}
+
+static struct config_item ngnfs_fsal_export_options_items[] = {
+	CONF_ITEM_NOOP("name"),
+	/*
+	 * Written out instead of CONF_MAND_STR because that macro in ganesha
+	 * 4.3 forgets .off, which would store the string at offset 0.
+	 */
+	{
+	    .name = "Devices",
+	    .type = CONFIG_STRING,
+	    .flags = CONFIG_UNIQUE | CONFIG_MANDATORY,
+	    .u.str.minsize = 1,
+	    .u.str.maxsize = NGNFS_DEVICES_MAX_LENGTH,
+	    .u.str.def = NULL,
+	    .off = offsetof(struct ngnfs_fsal_export_options, devices),
+	},
+	/*
+	 * A string checked by the commit step rather than CONF_ITEM_TOKEN:
+	 * ganesha 4.3 only warns about an unknown token and keeps the default,
+	 * and a typo in Durability must fail the export, not change its
+	 * durability silently.
+	 */
+	CONF_ITEM_STR("Durability", 1, 16, "stable", ngnfs_fsal_export_options, durability_name),
+	CONF_ITEM_UI64("Cache_Size", NGNFS_CACHE_SIZE_MIN, NGNFS_CACHE_SIZE_MAX,
+		       NGNFS_CACHE_SIZE_DEFAULT, ngnfs_fsal_export_options, cache_size),
+	CONF_ITEM_UI32("Writeback_Interval_Ms", NGNFS_WRITEBACK_INTERVAL_MIN,
+		       NGNFS_WRITEBACK_INTERVAL_MAX, NGNFS_WRITEBACK_INTERVAL_DEFAULT,
+		       ngnfs_fsal_export_options, writeback_interval_ms),
+	CONFIG_EOL,
+};
+
+struct config_block ngnfs_fsal_export_config_block = {
+	.dbus_interface_name = "org.ganesha.nfsd.config.fsal.ngnfs-export%d",
+	.blk_desc.name = "FSAL",
+	.blk_desc.type = CONFIG_BLOCK,
+	.blk_desc.u.blk.init = noop_conf_init,
+	.blk_desc.u.blk.params = ngnfs_fsal_export_options_items,
+	.blk_desc.u.blk.commit = ngnfs_fsal_export_options_commit,
+};
+
+static fsal_status_t ngnfs_fsal_init_config(struct fsal_module *module, config_file_t config,
+					    struct config_error_type *err_type)
+{
+	(void)config;
+	(void)err_type;
+
+	display_fsinfo(module);
+	LogDebug(COMPONENT_FSAL, "NGNFS: module ready, supported attributes 0x%" PRIx64,
+		 module->fs_info.supported_attrs);
+	return fsalstat(ERR_FSAL_NO_ERROR, 0);
+}
+
+MODULE_INIT void ngnfs_fsal_init(void)
+{
+	struct fsal_module *module = &ngnfs_fsal_module.fsal;
+
+	if (register_fsal(module, NGNFS_FSAL_NAME, FSAL_MAJOR_VERSION, FSAL_MINOR_VERSION,
+			  FSAL_ID_NO_PNFS) != 0) {
+		LogCrit(COMPONENT_FSAL, "NGNFS: register_fsal failed (built for FSAL API %d.%d)",
+			FSAL_MAJOR_VERSION, FSAL_MINOR_VERSION);
+		return;
+	}
+	module->m_ops.init_config = ngnfs_fsal_init_config;
+	module->m_ops.create_export = ngnfs_fsal_create_export;
+	ngnfs_fsal_object_ops_init(&ngnfs_fsal_module.object_ops);
+}
+
+MODULE_FINI void ngnfs_fsal_fini(void)
+{
+	if (unregister_fsal(&ngnfs_fsal_module.fsal) != 0)
+		LogCrit(COMPONENT_FSAL, "NGNFS: unregister_fsal failed; exports still refer to it");
+}
