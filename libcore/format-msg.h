@@ -84,9 +84,10 @@ static inline uint64_t ngnfs_blkno_make(uint16_t device, uint64_t index)
 }
 
 /*
- * Every frame starts with this header.  crc is crc32c (ISA-L's
- * crc32_iscsi, seed 0) over the 32 header bytes with crc set to zero,
- * continued over the payload.  status is zero in requests and a negative
+ * Every frame starts with this header.  crc is the standard crc32c
+ * (ngnfs_crc32c(0, ...) in msg.h, computed with ISA-L's crc32_iscsi, see
+ * there for the seed convention) over the 32 header bytes with crc set to
+ * zero, continued over the payload.  status is zero in requests and a negative
  * errno (as a two's complement s32) in replies.
  */
 struct ngnfs_msg_header {

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
+#include <string.h>
 #include <endian.h>
 
 #include "format-msg.h"
@@ -171,27 +172,44 @@ struct ngnfs_msg {
 int ngnfs_msg_decode(const void *frame, size_t frame_length, struct ngnfs_msg *msg,
 		     const char **why);
 
-/* Array accessors for decoded messages, in host order. */
+/*
+ * Array accessors for decoded messages, in host order.  They copy with
+ * memcpy, so they are correct for a frame at any address: frames that
+ * follow an ERROR frame (whose text has any length) in a stream buffer are
+ * not 8-byte aligned, and reading through the struct pointers directly
+ * would then be a misaligned access (undefined behaviour, reported by
+ * UBSan).  Use the accessors, not the pointers.
+ */
 static inline void ngnfs_msg_get_entry(const struct ngnfs_msg *msg, uint32_t i, uint64_t *blkno,
 				       uint64_t *cached_version, uint8_t *access)
 {
-	const struct ngnfs_msg_get_entry *entry = &msg->get.entries[i];
+	struct ngnfs_msg_get_entry entry;
 
-	*blkno = le64toh(entry->blkno);
-	*cached_version = le64toh(entry->cached_version);
-	*access = entry->access;
+	memcpy(&entry, (const uint8_t *)msg->get.entries + (size_t)i * sizeof(entry),
+	       sizeof(entry));
+	*blkno = le64toh(entry.blkno);
+	*cached_version = le64toh(entry.cached_version);
+	*access = entry.access;
 }
 
 static inline void ngnfs_msg_release_entry(const struct ngnfs_msg *msg, uint32_t i,
 					   uint64_t *blkno, uint8_t *access)
 {
-	*blkno = le64toh(msg->release.entries[i].blkno);
-	*access = msg->release.entries[i].access;
+	struct ngnfs_msg_release_entry entry;
+
+	memcpy(&entry, (const uint8_t *)msg->release.entries + (size_t)i * sizeof(entry),
+	       sizeof(entry));
+	*blkno = le64toh(entry.blkno);
+	*access = entry.access;
 }
 
 static inline uint16_t ngnfs_msg_write_participant(const struct ngnfs_msg *msg, uint32_t i)
 {
-	return le16toh(msg->write.participants[i]);
+	__le16 device;
+
+	memcpy(&device, (const uint8_t *)msg->write.participants + (size_t)i * sizeof(device),
+	       sizeof(device));
+	return le16toh(device);
 }
 
 /* Returns the block's data; blkno and base_version in host order. */
@@ -200,19 +218,31 @@ const uint8_t *ngnfs_msg_write_block(const struct ngnfs_msg *msg, uint32_t i, ui
 
 static inline uint64_t ngnfs_msg_write_free(const struct ngnfs_msg *msg, uint32_t i)
 {
-	return le64toh(msg->write.frees[i]);
+	__le64 blkno;
+
+	memcpy(&blkno, (const uint8_t *)msg->write.frees + (size_t)i * sizeof(blkno),
+	       sizeof(blkno));
+	return le64toh(blkno);
 }
 
 static inline void ngnfs_msg_version_entry(const struct ngnfs_msg *msg, uint32_t i,
 					   uint64_t *blkno, uint64_t *version)
 {
-	*blkno = le64toh(msg->versions.entries[i].blkno);
-	*version = le64toh(msg->versions.entries[i].version);
+	struct ngnfs_msg_version_entry entry;
+
+	memcpy(&entry, (const uint8_t *)msg->versions.entries + (size_t)i * sizeof(entry),
+	       sizeof(entry));
+	*blkno = le64toh(entry.blkno);
+	*version = le64toh(entry.version);
 }
 
 static inline uint64_t ngnfs_msg_read_incoherent_blkno(const struct ngnfs_msg *msg, uint32_t i)
 {
-	return le64toh(msg->read_incoherent.blknos[i]);
+	__le64 blkno;
+
+	memcpy(&blkno, (const uint8_t *)msg->read_incoherent.blknos + (size_t)i * sizeof(blkno),
+	       sizeof(blkno));
+	return le64toh(blkno);
 }
 
 const uint8_t *ngnfs_msg_incoherent_block(const struct ngnfs_msg *msg, uint32_t i,
@@ -285,7 +315,13 @@ int ngnfs_encode_error(struct ngnfs_buffer *buffer, uint64_t request_id, int sta
 const char *ngnfs_msg_type_name(unsigned int type);
 const char *ngnfs_access_name(unsigned int access);
 
-/* crc32c as the protocol and the block store use it (ISA-L). */
+/*
+ * crc32c as the protocol and the block store use it (ISA-L): the standard
+ * CRC-32C (check value of "123456789" is 0xe3069283) continued from seed,
+ * seed 0 starting a new checksum, like zlib's crc32():
+ * ngnfs_crc32c(ngnfs_crc32c(0, a, n), b, m) is the checksum of a then b.
+ * (Raw crc32_iscsi(buf, len, 0) is a different, non-standard value.)
+ */
 uint32_t ngnfs_crc32c(uint32_t seed, const void *bytes, size_t length);
 
 #endif
