@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef NGNFS_BLOCKD_COMMIT_H
+#define NGNFS_BLOCKD_COMMIT_H
+
+/*
+ * Group commit: every change blockd makes to its store goes through one
+ * commit thread, which writes everything queued since its last write as
+ * ONE RocksDB write batch with one WAL sync, then hands the requests back
+ * to the event loop, which replies and changes in-memory state (grants,
+ * versions) only then.
+ *
+ * The event loop adds its puts directly to the batch being gathered
+ * (commit_begin() returns it under the queue lock, commit_end() queues
+ * the request that owns them), so nothing is copied twice.  Requests
+ * complete in the order they were queued; a request that writes nothing
+ * but is queued anyway completes only after everything queued before it
+ * is durable, which is how replies that depend on earlier writes (an
+ * outcome someone else just recorded) are ordered.
+ *
+ * XXX:
+ *  - No time bound on gathering: under light load every request is its
+ *    own batch (and its own sync), which is the lowest latency anyway.
+ */
+
+#include <event2/event.h>
+#include <pthread.h>
+#include <rocksdb/c.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct commit_op {
+	struct commit_op *next;
+	/* Called on the event loop once the batch is durable (status 0) or failed. */
+	void (*done)(struct commit_op *op, int status);
+};
+
+struct commit_batch;
+
+struct committer {
+	rocksdb_t *db;
+	rocksdb_writeoptions_t *write_options;
+	uint32_t max_batch;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	struct commit_batch *queue_head; /* oldest first; the tail is being gathered */
+	struct commit_batch *queue_tail;
+	struct commit_batch *done_head;
+	struct commit_batch *done_tail;
+	struct event *done_event;
+	bool stopping;
+	bool running;
+	uint64_t pending; /* queued but not yet completed; event loop only */
+	/* counters for the log and the benchmark */
+	uint64_t batches;
+	uint64_t ops;
+};
+
+int commit_start(struct committer *committer, rocksdb_t *db, bool sync, uint32_t max_batch,
+		 struct event_base *base);
+/* Writes everything still queued, completes it, and joins the thread. */
+void commit_stop(struct committer *committer);
+
+/* Event loop only: the batch to add this request's writes to (queue lock held). */
+rocksdb_writebatch_t *commit_begin(struct committer *committer);
+/* Queue op with the writes added since commit_begin(); drops the lock. */
+void commit_end(struct committer *committer, struct commit_op *op);
+
+#endif

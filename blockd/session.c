@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Sessions: one per accepted connection, on the libevent loop.
+ *
+ * Framing is done here and nowhere else: the 32-byte header is checked
+ * with the codec before the rest of the frame is waited for, so a peer
+ * announcing an oversized frame is refused before blockd buffers it.  A
+ * frame that fails any check is answered with ERROR (status and reason),
+ * logged with the peer address, and the connection is closed once the
+ * ERROR is flushed, because the stream position can no longer be
+ * trusted.  Requests already decoded are unaffected; nothing of the
+ * malformed frame reaches the store.
+ *
+ * A session stops reading while one of its requests waits for the
+ * commit thread (see blockd.h), by disabling EV_READ; the frames that
+ * arrive meanwhile wait in the kernel and in the input buffer.
+ *
+ * Closing a session drops its grants, queued GETs and reservations and
+ * hands its staged sets to recovery (sets.c).  The struct itself lives
+ * on while requests in the commit queue still reference it.
+ *
+ * XXX:
+ *  - No idle timeout and no limit on the number of sessions.
+ */
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "blockd.h"
+#include "log.h"
+
+static void session_free_connection(struct session *session);
+static void event_callback(struct bufferevent *bev, short what, void *arg);
+
+void session_ref(struct session *session)
+{
+	session->refs++;
+}
+
+void session_put(struct session *session)
+{
+	if (--session->refs == 0)
+		free(session);
+}
+
+void session_send(struct session *session, struct ngnfs_buffer *buffer)
+{
+	if (session->gone || buffer->error || buffer->length == 0)
+		return;
+	bufferevent_write(session->bev, buffer->data, buffer->length);
+}
+
+static void session_end(struct session *session, const char *reason)
+{
+	struct blockd *server = session->server;
+
+	if (session->gone)
+		return;
+	session->gone = true;
+	log_info("%s ended: %s", session->name, reason);
+	session->prev->next = session->next;
+	session->next->prev = session->prev;
+	grant_session_gone(server, session);
+	alloc_session_gone(server, session);
+	sets_session_gone(server, session);
+	session_free_connection(session);
+	session_put(session);
+}
+
+static void session_free_connection(struct session *session)
+{
+	if (session->bev) {
+		bufferevent_free(session->bev);
+		session->bev = NULL;
+	}
+}
+
+static void flushed_callback(struct bufferevent *bev, void *arg)
+{
+	struct session *session = arg;
+
+	(void)bev;
+	session_end(session, "closed by blockd after a refused request");
+}
+
+/* Stop reading, flush what was sent, then close. */
+static void session_close_after_flush(struct session *session)
+{
+	bufferevent_disable(session->bev, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_output(session->bev)) == 0) {
+		session_end(session, "closed by blockd after a refused request");
+		return;
+	}
+	bufferevent_setcb(session->bev, NULL, flushed_callback, event_callback, session);
+}
+
+static void protocol_error(struct session *session, const uint8_t *header, int status,
+			   const char *why)
+{
+	struct ngnfs_buffer buffer;
+	uint64_t request_id;
+
+	memcpy(&request_id, header + 16, sizeof(request_id));
+	request_id = le64toh(request_id);
+	log_warn("malformed frame from %s: %s (%s); closing the connection", session->name,
+		 why ? why : "no reason given", strerror(-status));
+	ngnfs_buffer_init(&buffer);
+	ngnfs_encode_error(&buffer, request_id, status, why ? why : "malformed frame");
+	session_send(session, &buffer);
+	ngnfs_buffer_free(&buffer);
+	session->closing = true;
+}
+
+static void session_process(struct session *session)
+{
+	struct evbuffer *input;
+
+	if (session->gone)
+		return;
+	input = bufferevent_get_input(session->bev);
+	while (!session->closing && session->inflight == 0 && !session->server->shutting_down) {
+		uint8_t header[NGNFS_MSG_HEADER_SIZE];
+		size_t available = evbuffer_get_length(input);
+		struct ngnfs_msg msg;
+		size_t frame_length;
+		const char *why = NULL;
+		uint8_t *frame;
+		int ret;
+
+		if (available < NGNFS_MSG_HEADER_SIZE)
+			break;
+		evbuffer_copyout(input, header, sizeof(header));
+		ret = ngnfs_msg_check_header(header, &frame_length, &why);
+		if (ret) {
+			protocol_error(session, header, ret, why);
+			break;
+		}
+		if (available < frame_length)
+			break;
+		frame = malloc(frame_length);
+		if (!frame) {
+			protocol_error(session, header, -ENOMEM, "out of memory for the frame");
+			break;
+		}
+		evbuffer_remove(input, frame, frame_length);
+		ret = ngnfs_msg_decode(frame, frame_length, &msg, &why);
+		if (ret)
+			protocol_error(session, header, ret, why);
+		else
+			request_dispatch(session, &msg);
+		free(frame);
+	}
+	if (session->gone)
+		return;
+	if (session->closing) {
+		session_close_after_flush(session);
+		return;
+	}
+	if (session->inflight || session->server->shutting_down)
+		bufferevent_disable(session->bev, EV_READ);
+	else
+		bufferevent_enable(session->bev, EV_READ);
+}
+
+void session_resume(struct session *session)
+{
+	session_process(session);
+}
+
+static void read_callback(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	session_process(arg);
+}
+
+static void event_callback(struct bufferevent *bev, short what, void *arg)
+{
+	struct session *session = arg;
+
+	(void)bev;
+	if (what & BEV_EVENT_EOF)
+		session_end(session, "connection closed by peer");
+	else if (what & BEV_EVENT_ERROR)
+		session_end(session, evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+}
+
+void session_accept(struct blockd *server, evutil_socket_t fd, const char *peer)
+{
+	struct session *session = calloc(1, sizeof(*session));
+
+	if (!session) {
+		log_error("cannot accept connection from %s: out of memory", peer);
+		evutil_closesocket(fd);
+		return;
+	}
+	/* Replies are small and latency-bound: never wait for Nagle. */
+	{
+		int one = 1;
+
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
+	session->server = server;
+	session->id = ++server->next_session_id;
+	session->refs = 1;
+	snprintf(session->peer, sizeof(session->peer), "%s", peer);
+	snprintf(session->name, sizeof(session->name), "session %llu (%s)",
+		 (unsigned long long)session->id, peer);
+	session->bev = bufferevent_socket_new(server->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (!session->bev) {
+		log_error("cannot accept connection from %s: out of memory", peer);
+		evutil_closesocket(fd);
+		free(session);
+		return;
+	}
+	session->next = server->sessions.next;
+	session->prev = &server->sessions;
+	server->sessions.next->prev = session;
+	server->sessions.next = session;
+	log_debug("%s connected", session->name);
+	bufferevent_setcb(session->bev, read_callback, NULL, event_callback, session);
+	bufferevent_enable(session->bev, EV_READ | EV_WRITE);
+}
+
+void session_close_all(struct blockd *server)
+{
+	while (server->sessions.next != &server->sessions)
+		session_end(server->sessions.next, "blockd is shutting down");
+}

@@ -1,0 +1,1390 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * blockd's behaviour tests: real blockd processes (started by the shared
+ * harness, ctest/harness/cluster.h) driven over raw sockets with the
+ * codec, one case per ctest test so that a failure names the behaviour.
+ *
+ * Each case asserts what a client can observe (replies, statuses,
+ * versions, data, REVOKEs, the log) and fails with a line saying what
+ * was expected and what came instead; a failing case exits non-zero and
+ * the harness's exit handler kills and removes what it started.
+ *
+ * XXX:
+ *  - Timing-based waits (grace period, recovery) poll with bounds of a
+ *    few seconds; a very slow machine could exceed them.
+ */
+
+#include <endian.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <rocksdb/c.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cluster.h"
+#include "format-store.h"
+#include "tclient.h"
+
+static const char *current_case = "?";
+static struct ngnfs_test_cluster *current_cluster;
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+static void fail(const char *fmt, ...)
+{
+	va_list args;
+
+	fprintf(stderr, "FAIL %s: ", current_case);
+	va_start(args, fmt);
+	vfprintf(stderr, fmt, args);
+	va_end(args);
+	fprintf(stderr, "\n");
+	if (current_cluster)
+		ngnfs_test_cluster_dump_logs(current_cluster, 4000);
+	exit(1);
+}
+
+#define EXPECT_STATUS(expr, expected)                                                              \
+	do {                                                                                       \
+		int got_ = (expr);                                                                 \
+		if (got_ != (expected))                                                            \
+			fail("line %d: %s: expected status %d (%s), got %d (%s)", __LINE__, #expr, \
+			     (expected), strerror(-(expected)), got_, strerror(-got_));            \
+	} while (0)
+
+#define EXPECT_U64(what, got, expected)                                                            \
+	do {                                                                                       \
+		unsigned long long g_ = (got), e_ = (expected);                                    \
+		if (g_ != e_)                                                                      \
+			fail("line %d: %s: expected %llu, got %llu", __LINE__, what, e_, g_);      \
+	} while (0)
+
+static uint64_t now_ms(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+}
+
+static const uint8_t fs_id[NGNFS_FS_ID_SIZE] = { 0xf5, 1, 2,  3,  4,  5,  6,  7,
+						 8,    9, 10, 11, 12, 13, 14, 15 };
+static const uint8_t other_fs_id[NGNFS_FS_ID_SIZE] = { 0xee, 0xee };
+
+static struct ngnfs_test_cluster *start(unsigned int devices, const char *const *extra)
+{
+	struct ngnfs_test_cluster *cluster =
+	    ngnfs_test_cluster_start_args(devices, current_case, extra);
+
+	if (!cluster)
+		fail("cannot start %u blockd processes", devices);
+	current_cluster = cluster;
+	return cluster;
+}
+
+static void stop(struct ngnfs_test_cluster *cluster)
+{
+	int ret = ngnfs_test_cluster_stop(cluster);
+
+	current_cluster = NULL;
+	if (ret)
+		fail("blockd did not shut down cleanly on SIGTERM (%d)", ret);
+}
+
+static void open_session(struct tc *tc, struct ngnfs_test_cluster *cluster, unsigned int device,
+			 uint32_t flags)
+{
+	int ret = tc_connect(tc, ngnfs_test_cluster_address(cluster, device));
+
+	if (ret)
+		fail("cannot connect to device %u at %s: %s", device,
+		     ngnfs_test_cluster_address(cluster, device), strerror(-ret));
+	ret = tc_hello(tc, fs_id, flags, NULL);
+	if (ret)
+		fail("HELLO to device %u: expected status 0, got %d (%s)", device, ret,
+		     strerror(-ret));
+}
+
+/* Format every device of the cluster with fs_id. */
+static void format_all(struct ngnfs_test_cluster *cluster)
+{
+	unsigned int count = ngnfs_test_cluster_device_count(cluster);
+
+	for (unsigned int device = 0; device < count; device++) {
+		struct tc tc;
+
+		if (tc_connect(&tc, ngnfs_test_cluster_address(cluster, device)))
+			fail("cannot connect to device %u", device);
+		EXPECT_STATUS(tc_hello(&tc, NULL, NGNFS_HELLO_FORMAT, NULL), 0);
+		EXPECT_STATUS(tc_format(&tc, fs_id, (uint16_t)device, count), 0);
+		tc_close(&tc);
+	}
+}
+
+static void fill(uint8_t *data, uint8_t seed)
+{
+	for (unsigned int i = 0; i < NGNFS_BLOCK_SIZE; i++)
+		data[i] = (uint8_t)(seed + i * 7);
+}
+
+static bool log_contains(struct ngnfs_test_cluster *cluster, unsigned int device, const char *text)
+{
+	char *log = ngnfs_test_read_file(ngnfs_test_cluster_log_path(cluster, device), NULL);
+	bool found = log && strstr(log, text);
+
+	free(log);
+	return found;
+}
+
+/* ---- command line, config file, folder checks ---------------------------- */
+
+static char *temporary_dir(void)
+{
+	char template[] = "/tmp/ngnfs-blockd-test-XXXXXX";
+	char *dir = mkdtemp(template);
+
+	if (!dir)
+		fail("mkdtemp: %s", strerror(errno));
+	return strdup(dir);
+}
+
+static void remove_dir(const char *dir)
+{
+	const char *argv[] = { "rm", "-rf", dir, NULL };
+	int status;
+
+	ngnfs_test_run(argv, NULL, 10000, &status);
+}
+
+/* Run blockd with argv (NULL-terminated, without argv[0]); expect failure and text. */
+static void expect_refusal(const char *dir, const char *const *args, const char *expected)
+{
+	const char *argv[32];
+	char output[4200];
+	char describe[64];
+	char *text;
+	int status, argc = 0;
+
+	argv[argc++] = getenv("NGNFS_BLOCKD");
+	for (; *args && argc < 30; args++)
+		argv[argc++] = *args;
+	argv[argc] = NULL;
+	snprintf(output, sizeof(output), "%s/output", dir);
+	if (ngnfs_test_run(argv, output, 10000, &status))
+		fail("cannot run blockd");
+	text = ngnfs_test_read_file(output, NULL);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) == 0)
+		fail("blockd %s %s: expected a non-zero exit, got %s; output: %s", argv[1],
+		     argv[2] ? argv[2] : "",
+		     ngnfs_test_describe_status(status, describe, sizeof(describe)),
+		     text ? text : "");
+	if (!text || !strstr(text, expected))
+		fail("blockd %s ...: expected output containing \"%s\", got: %s", argv[1], expected,
+		     text ? text : "(none)");
+	free(text);
+}
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *file = fopen(path, "w");
+
+	if (!file || fputs(text, file) < 0 || fclose(file))
+		fail("cannot write %s", path);
+}
+
+static void case_bad_flags(void)
+{
+	char *dir = temporary_dir();
+	char db[4200];
+	char output[4200];
+	const char *help[] = { getenv("NGNFS_BLOCKD"), "--help", NULL };
+	char *text;
+	int status;
+
+	snprintf(db, sizeof(db), "%s/db", dir);
+	expect_refusal(dir, (const char *[]){ "--bogus", NULL }, "invalid option '--bogus'");
+	expect_refusal(dir, (const char *[]){ "--listen", "127.0.0.1:0", NULL },
+		       "no database folder");
+	expect_refusal(dir, (const char *[]){ "--db", db, NULL }, "no listen address");
+	expect_refusal(
+	    dir,
+	    (const char *[]){ "--db", db, "--listen", "127.0.0.1:0", "--grace-ms", "soon", NULL },
+	    "setting grace_ms has invalid value 'soon'");
+	expect_refusal(
+	    dir,
+	    (const char *[]){ "--db", db, "--listen", "127.0.0.1:0", "--log-level", "loud", NULL },
+	    "setting log_level has invalid value 'loud'");
+	expect_refusal(dir, (const char *[]){ "--db", db, "--listen", "127.0.0.1", NULL },
+		       "listen address '127.0.0.1' is not HOST:PORT");
+	expect_refusal(dir, (const char *[]){ "--db", db, "--listen", "127.0.0.1:99999", NULL },
+		       "invalid port");
+
+	snprintf(output, sizeof(output), "%s/help", dir);
+	if (ngnfs_test_run(help, output, 10000, &status) || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0)
+		fail("blockd --help: expected exit status 0");
+	text = ngnfs_test_read_file(output, NULL);
+	if (!text || !strstr(text, "usage: blockd --db DIR --listen HOST:PORT") ||
+	    !strstr(text, "--grace-ms"))
+		fail("blockd --help: expected usage naming the flags, got: %s", text ? text : "");
+	free(text);
+	remove_dir(dir);
+	free(dir);
+}
+
+static void case_bad_config(void)
+{
+	char *dir = temporary_dir();
+	char path[4200], db[4200], text[9000];
+
+	snprintf(path, sizeof(path), "%s/blockd.conf", dir);
+	snprintf(db, sizeof(db), "%s/db", dir);
+
+	snprintf(text, sizeof(text), "db = %s\nlisten = 127.0.0.1:0\nsync = maybe\n", db);
+	write_text(path, text);
+	expect_refusal(dir, (const char *[]){ "--config", path, NULL },
+		       "setting sync has invalid value 'maybe' (expected true or false)");
+
+	snprintf(text, sizeof(text), "db = %s\nlisten = 127.0.0.1:0\ncache_mb = 0\n", db);
+	write_text(path, text);
+	expect_refusal(dir, (const char *[]){ "--config", path, NULL },
+		       "setting cache_mb has invalid value '0'");
+
+	snprintf(text, sizeof(text), "[blockd]\ndb = %s\ncolour = blue\n", db);
+	write_text(path, text);
+	expect_refusal(dir, (const char *[]){ "--config", path, NULL }, "unknown setting 'colour'");
+
+	write_text(path, "this line is not a setting\n");
+	expect_refusal(dir, (const char *[]){ "--config", path, NULL }, "malformed line");
+
+	snprintf(path, sizeof(path), "%s/missing.conf", dir);
+	expect_refusal(dir, (const char *[]){ "--config", path, NULL }, "cannot read config file");
+	remove_dir(dir);
+	free(dir);
+}
+
+static void case_config_file_serves(void)
+{
+	char *dir = temporary_dir();
+	char path[4200], db[4200], port_file[4200], text[13000];
+	const char *argv[] = { getenv("NGNFS_BLOCKD"), "--config", path, NULL };
+	char address[64];
+	char *port;
+	pid_t pid;
+	struct tc tc;
+	int status;
+
+	snprintf(path, sizeof(path), "%s/blockd.conf", dir);
+	snprintf(db, sizeof(db), "%s/db", dir);
+	snprintf(port_file, sizeof(port_file), "%s/port", dir);
+	snprintf(text, sizeof(text),
+		 "# sample\n[blockd]\ndb = %s\nlisten = 127.0.0.1:0\nport_file = %s\n"
+		 "grace_ms = 100\nlog_level = debug\nsync = true\ncache_mb = 8\n"
+		 "commit_max_batch = 16\ntotal_blocks = 1000\nresolve_timeout_ms = 5000\n",
+		 db, port_file);
+	write_text(path, text);
+	snprintf(text, sizeof(text), "%s/log", dir);
+	if (ngnfs_test_spawn(argv, text, &pid))
+		fail("cannot spawn blockd");
+	for (int i = 0; i < 200; i++) {
+		if (access(port_file, F_OK) == 0)
+			break;
+		usleep(25000);
+	}
+	port = ngnfs_test_read_file(port_file, NULL);
+	if (!port)
+		fail("blockd --config: no port file %s after 5 s", port_file);
+	snprintf(address, sizeof(address), "127.0.0.1:%d", atoi(port));
+	free(port);
+	if (tc_connect(&tc, address))
+		fail("cannot connect to %s", address);
+	EXPECT_STATUS(tc_hello(&tc, NULL, NGNFS_HELLO_FORMAT, NULL), 0);
+	{
+		uint64_t total, free_blocks, reserved, staged;
+
+		EXPECT_STATUS(tc_statfs(&tc, &total, &free_blocks, &reserved, &staged), 0);
+		EXPECT_U64("total blocks from total_blocks = 1000", total, 1000);
+	}
+	tc_close(&tc);
+	kill(pid, SIGTERM);
+	if (ngnfs_test_wait(pid, 10000, &status) || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail("blockd --config did not exit 0 on SIGTERM");
+
+	/* the shipped sample parses, with flags overriding its paths */
+	{
+		const char *sample_argv[] = { getenv("NGNFS_BLOCKD"),
+					      "--config",
+					      NGNFS_SAMPLE_CONF,
+					      "--db",
+					      db,
+					      "--listen",
+					      "127.0.0.1:0",
+					      "--port-file",
+					      port_file,
+					      NULL };
+
+		unlink(port_file);
+		snprintf(text, sizeof(text), "%s/sample.log", dir);
+		if (ngnfs_test_spawn(sample_argv, text, &pid))
+			fail("cannot spawn blockd");
+		for (int i = 0; i < 200 && access(port_file, F_OK); i++)
+			usleep(25000);
+		if (access(port_file, F_OK))
+			fail("blockd --config %s: not serving after 5 s", NGNFS_SAMPLE_CONF);
+		kill(pid, SIGTERM);
+		if (ngnfs_test_wait(pid, 10000, &status) || !WIFEXITED(status) ||
+		    WEXITSTATUS(status) != 0)
+			fail("blockd with the sample config did not exit 0 on SIGTERM");
+	}
+	remove_dir(dir);
+	free(dir);
+}
+
+static void case_foreign_folder(void)
+{
+	char *dir = temporary_dir();
+	char db[4200], path[4300];
+
+	snprintf(db, sizeof(db), "%s/db", dir);
+	{
+		const char *argv[] = { "mkdir", db, NULL };
+		int status;
+
+		if (ngnfs_test_run(argv, NULL, 10000, &status) || status != 0)
+			fail("cannot create %s", db);
+	}
+	snprintf(path, sizeof(path), "%s/notes.txt", db);
+	write_text(path, "some random file\n");
+	expect_refusal(dir, (const char *[]){ "--db", db, "--listen", "127.0.0.1:0", NULL },
+		       "is not an ngnfs device store: it holds 'notes.txt'");
+	if (access(path, F_OK))
+		fail("blockd touched the foreign folder: %s is gone", path);
+	snprintf(path, sizeof(path), "%s/CURRENT", db);
+	if (access(path, F_OK) == 0)
+		fail("blockd created a RocksDB in the foreign folder %s", db);
+	remove_dir(dir);
+	free(dir);
+}
+
+static void case_foreign_rocksdb(void)
+{
+	char *dir = temporary_dir();
+	char db[4200];
+	rocksdb_options_t *options = rocksdb_options_create();
+	rocksdb_writeoptions_t *write_options = rocksdb_writeoptions_create();
+	char *error = NULL;
+	rocksdb_t *rocks;
+
+	snprintf(db, sizeof(db), "%s/db", dir);
+	rocksdb_options_set_create_if_missing(options, 1);
+	rocks = rocksdb_open(options, db, &error);
+	if (error)
+		fail("cannot create a RocksDB at %s: %s", db, error);
+	rocksdb_put(rocks, write_options, "user:1", 6, "alice", 5, &error);
+	rocksdb_close(rocks);
+	rocksdb_writeoptions_destroy(write_options);
+	rocksdb_options_destroy(options);
+	expect_refusal(dir, (const char *[]){ "--db", db, "--listen", "127.0.0.1:0", NULL },
+		       "holds a RocksDB database that is not an ngnfs device store");
+	remove_dir(dir);
+	free(dir);
+}
+
+static void case_busy_port(void)
+{
+	char *dir = temporary_dir();
+	char db[4200], listen_address[64], expected[128];
+	struct sockaddr_in address = { .sin_family = AF_INET,
+				       .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t length = sizeof(address);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&address, sizeof(address)) || listen(fd, 1) ||
+	    getsockname(fd, (struct sockaddr *)&address, &length))
+		fail("cannot occupy a port: %s", strerror(errno));
+	snprintf(db, sizeof(db), "%s/db", dir);
+	snprintf(listen_address, sizeof(listen_address), "127.0.0.1:%u", ntohs(address.sin_port));
+	snprintf(expected, sizeof(expected), "cannot listen on %s: Address already in use",
+		 listen_address);
+	expect_refusal(dir, (const char *[]){ "--db", db, "--listen", listen_address, NULL },
+		       expected);
+	if (access(db, F_OK) == 0)
+		fail("blockd left a database at %s although it could not listen", db);
+	close(fd);
+	remove_dir(dir);
+	free(dir);
+}
+
+/* ---- sessions and formatting --------------------------------------------- */
+
+static void case_hello_wrong_fs_id(void)
+{
+	struct ngnfs_test_cluster *cluster = start(1, NULL);
+	struct tc tc;
+
+	format_all(cluster);
+	if (tc_connect(&tc, ngnfs_test_cluster_address(cluster, 0)))
+		fail("connect");
+	EXPECT_STATUS(tc_hello(&tc, other_fs_id, 0, NULL), -ESTALE);
+	EXPECT_STATUS(tc_wait_closed(&tc, 3000), 0);
+	tc_close(&tc);
+	if (!log_contains(cluster, 0, "fs id is not this device's filesystem"))
+		fail("expected a log line naming the wrong fs id");
+	/* the right fs id and the all-zero one are accepted */
+	open_session(&tc, cluster, 0, 0);
+	tc_close(&tc);
+	if (tc_connect(&tc, ngnfs_test_cluster_address(cluster, 0)))
+		fail("connect");
+	EXPECT_STATUS(tc_hello(&tc, NULL, 0, NULL), 0);
+	tc_close(&tc);
+	stop(cluster);
+}
+
+static void case_unformatted(void)
+{
+	struct ngnfs_test_cluster *cluster = start(1, NULL);
+	uint8_t data[NGNFS_BLOCK_SIZE];
+	uint8_t zeros[NGNFS_BLOCK_SIZE] = { 0 };
+	uint64_t version = 99;
+	uint16_t device_index = 99;
+	bool has_data = false;
+	struct tc tc;
+
+	if (tc_connect(&tc, ngnfs_test_cluster_address(cluster, 0)))
+		fail("connect");
+	EXPECT_STATUS(tc_hello(&tc, NULL, 0, NULL), -ENODEV);
+	tc_close(&tc);
+
+	if (tc_connect(&tc, ngnfs_test_cluster_address(cluster, 0)))
+		fail("connect");
+	EXPECT_STATUS(tc_hello(&tc, NULL, NGNFS_HELLO_FORMAT, NULL), 0);
+	EXPECT_STATUS(tc_get(&tc, 5, NGNFS_ACCESS_READ, 0, &version, &has_data, data), -ENODEV);
+	EXPECT_STATUS(tc_write(&tc, 5, 0, zeros, NULL), -ENODEV);
+	EXPECT_STATUS(tc_format(&tc, fs_id, 0, 1), 0);
+	EXPECT_STATUS(tc_format(&tc, fs_id, 0, 1), -EEXIST);
+	EXPECT_STATUS(tc_get(&tc, 5, NGNFS_ACCESS_READ, 0, &version, &has_data, data), 0);
+	EXPECT_U64("version of a never-written block", version, 0);
+	if (has_data)
+		fail("cached_version 0 of a never-written block (version 0) should need no data");
+	/* a client whose cache says otherwise gets the zeros */
+	EXPECT_STATUS(tc_release(&tc, 5, NGNFS_ACCESS_NONE), 0);
+	memset(data, 0xaa, sizeof(data));
+	EXPECT_STATUS(tc_get(&tc, 5, NGNFS_ACCESS_READ, 3, &version, &has_data, data), 0);
+	EXPECT_U64("version of a never-written block", version, 0);
+	if (!has_data || memcmp(data, zeros, sizeof(data)))
+		fail("a never-written block should read as zeros");
+	tc_close(&tc);
+
+	/* the identity is persistent and reported */
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, SIGTERM), 0);
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
+	if (tc_connect(&tc, ngnfs_test_cluster_address(cluster, 0)))
+		fail("connect");
+	EXPECT_STATUS(tc_hello(&tc, fs_id, NGNFS_HELLO_RECLAIM, &device_index), 0);
+	EXPECT_U64("device index after restart", device_index, 0);
+	tc_close(&tc);
+	stop(cluster);
+}
+
+/* ---- blocks ---------------------------------------------------------------- */
+
+static void case_write_read(void)
+{
+	struct ngnfs_test_cluster *cluster = start(1, NULL);
+	uint8_t data[NGNFS_BLOCK_SIZE], back[NGNFS_BLOCK_SIZE];
+	uint64_t version = 0, new_version = 0;
+	bool has_data;
+	struct tc writer, reader;
+
+	format_all(cluster);
+	open_session(&writer, cluster, 0, 0);
+	open_session(&reader, cluster, 0, 0);
+	fill(data, 1);
+	EXPECT_STATUS(tc_get(&writer, 7, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
+	EXPECT_STATUS(tc_write(&writer, 7, 0, data, &new_version), 0);
+	EXPECT_U64("version after first write", new_version, 1);
+	fill(data, 2);
+	EXPECT_STATUS(tc_write(&writer, 7, 1, data, &new_version), 0);
+	EXPECT_U64("version after second write", new_version, 2);
+
+	/* the reader's GET revokes the writer down to READ */
+	EXPECT_STATUS(tc_get_send(&reader, 7, NGNFS_ACCESS_READ, 0, NULL), 0);
+	{
+		int access = tc_wait_revoke(&writer, 7, 3000);
+
+		EXPECT_U64("REVOKE access for a reader against a writer", access,
+			   NGNFS_ACCESS_READ);
+	}
+	EXPECT_STATUS(tc_release(&writer, 7, NGNFS_ACCESS_READ), 0);
+	EXPECT_STATUS(tc_grant_wait(&reader, 3000, NULL, &version, NULL, &has_data, back), 0);
+	EXPECT_U64("version read back", version, 2);
+	if (!has_data || memcmp(back, data, sizeof(data)))
+		fail("read back data differs from what was written");
+
+	/* a cached current copy gets no data */
+	EXPECT_STATUS(tc_release(&reader, 7, NGNFS_ACCESS_NONE), 0);
+	EXPECT_STATUS(tc_get(&reader, 7, NGNFS_ACCESS_READ, 2, &version, &has_data, NULL), 0);
+	if (has_data)
+		fail("GET with cached_version equal to the current version carried data");
+	EXPECT_STATUS(tc_release(&reader, 7, NGNFS_ACCESS_NONE), 0);
+	EXPECT_STATUS(tc_get(&reader, 7, NGNFS_ACCESS_READ, 1, &version, &has_data, back), 0);
+	if (!has_data)
+		fail("GET with an old cached_version carried no data");
+	tc_close(&reader);
+	tc_close(&writer);
+	stop(cluster);
+}
+
+static void case_write_refused(void)
+{
+	struct ngnfs_test_cluster *cluster = start(1, NULL);
+	uint8_t data[NGNFS_BLOCK_SIZE];
+	uint64_t version;
+	bool has_data;
+	struct tc tc;
+
+	format_all(cluster);
+	open_session(&tc, cluster, 0, 0);
+	fill(data, 3);
+	EXPECT_STATUS(tc_write(&tc, 9, 0, data, NULL), -EPERM);
+	EXPECT_STATUS(tc_get(&tc, 9, NGNFS_ACCESS_READ, 0, &version, &has_data, NULL), 0);
+	EXPECT_STATUS(tc_write(&tc, 9, 0, data, NULL), -EPERM);
+	EXPECT_STATUS(tc_get(&tc, 9, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
+	EXPECT_STATUS(tc_write(&tc, 9, 5, data, NULL), -ESTALE);
+	EXPECT_STATUS(tc_write(&tc, 9, 0, data, NULL), 0);
+	EXPECT_STATUS(tc_write(&tc, 9, 0, data, NULL), -ESTALE);
+	EXPECT_STATUS(tc_write(&tc, ngnfs_blkno_make(3, 9), 0, data, NULL), -EXDEV);
+	if (!log_contains(cluster, 0, "WRITE of block 9 refused for session") ||
+	    !log_contains(cluster, 0, "session does not hold write access"))
+		fail("expected log lines naming the refused block and the reason");
+	tc_close(&tc);
+	stop(cluster);
+}
+
+static void case_corrupt_block(void)
+{
+	struct ngnfs_test_cluster *cluster = start(1, NULL);
+	uint8_t data[NGNFS_BLOCK_SIZE];
+	uint8_t key[NGNFS_STORE_BLOCK_KEY_SIZE] = { NGNFS_STORE_KEY_BLOCK };
+	rocksdb_options_t *options;
+	rocksdb_readoptions_t *read_options;
+	rocksdb_writeoptions_t *write_options;
+	char *error = NULL, *value;
+	size_t length;
+	uint64_t version;
+	int block_status = 0;
+	bool has_data;
+	rocksdb_t *rocks;
+	struct tc tc;
+
+	format_all(cluster);
+	open_session(&tc, cluster, 0, 0);
+	fill(data, 4);
+	EXPECT_STATUS(tc_get(&tc, 42, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
+	EXPECT_STATUS(tc_write(&tc, 42, 0, data, NULL), 0);
+	tc_close(&tc);
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, SIGTERM), 0);
+
+	/* flip one data byte of block 42 behind blockd's back */
+	key[8] = 42;
+	options = rocksdb_options_create();
+	read_options = rocksdb_readoptions_create();
+	write_options = rocksdb_writeoptions_create();
+	rocks = rocksdb_open(options, ngnfs_test_cluster_db_path(cluster, 0), &error);
+	if (error)
+		fail("cannot open the device's RocksDB: %s", error);
+	value = rocksdb_get(rocks, read_options, (char *)key, sizeof(key), &length, &error);
+	if (!value || length != sizeof(struct ngnfs_store_block))
+		fail("block 42 not found in the store under its documented key");
+	value[100] ^= 0x40;
+	rocksdb_put(rocks, write_options, (char *)key, sizeof(key), value, length, &error);
+	if (error)
+		fail("cannot write the corrupt block: %s", error);
+	rocksdb_free(value);
+	rocksdb_close(rocks);
+	rocksdb_options_destroy(options);
+	rocksdb_readoptions_destroy(read_options);
+	rocksdb_writeoptions_destroy(write_options);
+
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
+	open_session(&tc, cluster, 0, NGNFS_HELLO_RECLAIM);
+	EXPECT_STATUS(tc_get(&tc, 42, NGNFS_ACCESS_READ, 0, &version, &has_data, data), -EIO);
+	if (!log_contains(cluster, 0, "GET of block 42 refused") ||
+	    !log_contains(cluster, 0, "fails its checksum"))
+		fail("expected a log line naming block 42 and its checksum");
+	EXPECT_STATUS(tc_read_incoherent(&tc, 42, &version, &block_status, data), 0);
+	EXPECT_U64("READ_INCOHERENT status of the corrupt block (as u64)", (uint64_t)block_status,
+		   (uint64_t)-EIO);
+	/* other blocks are still served */
+	EXPECT_STATUS(tc_get(&tc, 43, NGNFS_ACCESS_READ, 0, &version, &has_data, NULL), 0);
+	tc_close(&tc);
+	stop(cluster);
+}
+
+/* Raw frames the codec refuses, each on its own connection. */
+static void case_malformed_frames(void)
+{
+	struct ngnfs_test_cluster *cluster = start(1, NULL);
+	struct {
+		const char *name;
+		int expected;
+		void (*mangle)(uint8_t *frame, size_t *length);
+	} cases[4];
+	struct ngnfs_buffer buffer;
+	uint8_t frame[256];
+	size_t length;
+
+	format_all(cluster);
+	(void)cases;
+	for (int which = 0; which < 5; which++) {
+		struct tc tc;
+		struct tc_frame reply;
+		uint32_t value;
+		int expected = -EBADMSG;
+
+		ngnfs_buffer_init(&buffer);
+		ngnfs_encode_hello(&buffer, 77, fs_id, 1, 0);
+		length = buffer.length;
+		memcpy(frame, buffer.data, length);
+		ngnfs_buffer_free(&buffer);
+		switch (which) {
+		case 0: /* bad magic */
+			frame[0] ^= 0xff;
+			break;
+		case 1: /* crc mismatch: flip a payload byte */
+			frame[NGNFS_MSG_HEADER_SIZE + 20] ^= 1;
+			break;
+		case 2: /* payload length beyond the maximum */
+			value = htole32(NGNFS_MSG_MAX_PAYLOAD + 1);
+			memcpy(frame + 8, &value, 4);
+			break;
+		case 3: /* protocol version 99 */
+			frame[12] = 99;
+			frame[13] = 0;
+			expected = -EPROTONOSUPPORT;
+			break;
+		case 4: /* truncated payload announced as shorter: crc/length mismatch */
+			value = htole32(8);
+			memcpy(frame + 8, &value, 4);
+			length = NGNFS_MSG_HEADER_SIZE + 8;
+			break;
+		}
+		if (tc_connect(&tc, ngnfs_test_cluster_address(cluster, 0)))
+			fail("connect");
+		EXPECT_STATUS(tc_send_raw(&tc, frame, length), 0);
+		if (tc_recv(&tc, &reply, 3000))
+			fail("malformed frame %d: expected an ERROR reply, got nothing", which);
+		if (reply.msg.type != NGNFS_MSG_ERROR)
+			fail("malformed frame %d: expected ERROR, got %s", which,
+			     ngnfs_msg_type_name(reply.msg.type));
+		if (which != 3 && which != 0 && reply.msg.status != expected)
+			fail("malformed frame %d: expected status %d, got %d", which, expected,
+			     reply.msg.status);
+		if (which == 3 && reply.msg.status != -EPROTONOSUPPORT &&
+		    reply.msg.status != -EBADMSG)
+			fail("bad version: expected -EPROTONOSUPPORT, got %d", reply.msg.status);
+		if (reply.msg.error.text_length == 0)
+			fail("malformed frame %d: ERROR carries no reason", which);
+		tc_frame_free(&reply);
+		EXPECT_STATUS(tc_wait_closed(&tc, 3000), 0);
+		tc_close(&tc);
+	}
+	if (!log_contains(cluster, 0, "malformed frame from session") ||
+	    !log_contains(cluster, 0, "127.0.0.1:"))
+		fail("expected log lines naming the peer of each malformed frame");
+	{
+		/* a request before HELLO is refused and closes too */
+		struct tc tc;
+		uint64_t total, free_blocks, reserved, staged;
+
+		if (tc_connect(&tc, ngnfs_test_cluster_address(cluster, 0)))
+			fail("connect");
+		EXPECT_STATUS(tc_statfs(&tc, &total, &free_blocks, &reserved, &staged), -EPROTO);
+		EXPECT_STATUS(tc_wait_closed(&tc, 3000), 0);
+		tc_close(&tc);
+		/* and the server is still up */
+		open_session(&tc, cluster, 0, 0);
+		EXPECT_STATUS(tc_statfs(&tc, &total, &free_blocks, &reserved, &staged), 0);
+		tc_close(&tc);
+	}
+	stop(cluster);
+}
+
+/* ---- grants ----------------------------------------------------------------- */
+
+static void expect_no_grant(struct tc *tc, const char *who)
+{
+	uint64_t version;
+	int ret = tc_grant_wait(tc, 300, NULL, &version, NULL, NULL, NULL);
+
+	if (ret != -ETIMEDOUT)
+		fail("%s: expected no GRANT yet (queued), got status %d", who, ret);
+}
+
+static void case_grant_fifo(void)
+{
+	struct ngnfs_test_cluster *cluster = start(1, NULL);
+	struct tc a, b, c;
+	uint64_t version;
+	uint8_t access;
+	int revoke;
+
+	format_all(cluster);
+	open_session(&a, cluster, 0, 0);
+	open_session(&b, cluster, 0, 0);
+	open_session(&c, cluster, 0, 0);
+
+	/* A reads; B wants write (queued, A revoked to NONE); C wants read: waits behind B */
+	EXPECT_STATUS(tc_get(&a, 11, NGNFS_ACCESS_READ, 0, &version, NULL, NULL), 0);
+	EXPECT_STATUS(tc_get_send(&b, 11, NGNFS_ACCESS_WRITE, 0, NULL), 0);
+	revoke = tc_wait_revoke(&a, 11, 3000);
+	EXPECT_U64("REVOKE to the reader for a writer", revoke, NGNFS_ACCESS_NONE);
+	EXPECT_STATUS(tc_get_send(&c, 11, NGNFS_ACCESS_READ, 0, NULL), 0);
+	expect_no_grant(&c, "compatible reader behind a queued writer");
+	expect_no_grant(&b, "writer while a reader holds");
+
+	EXPECT_STATUS(tc_release(&a, 11, NGNFS_ACCESS_NONE), 0);
+	EXPECT_STATUS(tc_grant_wait(&b, 3000, NULL, &version, &access, NULL, NULL), 0);
+	EXPECT_U64("access granted to B", access, NGNFS_ACCESS_WRITE);
+	revoke = tc_wait_revoke(&b, 11, 3000);
+	EXPECT_U64("REVOKE to the writer for a reader", revoke, NGNFS_ACCESS_READ);
+	expect_no_grant(&c, "reader while the writer holds");
+	EXPECT_STATUS(tc_release(&b, 11, NGNFS_ACCESS_READ), 0);
+	EXPECT_STATUS(tc_grant_wait(&c, 3000, NULL, &version, &access, NULL, NULL), 0);
+	EXPECT_U64("access granted to C", access, NGNFS_ACCESS_READ);
+
+	/* disconnect drops grants: A wants write against readers B and C */
+	EXPECT_STATUS(tc_get_send(&a, 11, NGNFS_ACCESS_WRITE, 0, NULL), 0);
+	expect_no_grant(&a, "writer while two readers hold");
+	tc_close(&b);
+	expect_no_grant(&a, "writer while one reader holds");
+	tc_close(&c);
+	EXPECT_STATUS(tc_grant_wait(&a, 3000, NULL, &version, &access, NULL, NULL), 0);
+	EXPECT_U64("access granted to A after the readers disconnected", access,
+		   NGNFS_ACCESS_WRITE);
+	tc_close(&a);
+	stop(cluster);
+}
+
+/* ---- allocation ------------------------------------------------------------- */
+
+static void statfs(struct tc *tc, uint64_t *free_blocks, uint64_t *reserved)
+{
+	uint64_t total, staged;
+
+	EXPECT_STATUS(tc_statfs(tc, &total, free_blocks, reserved, &staged), 0);
+}
+
+static void case_alloc(void)
+{
+	const char *extra[] = { "--total-blocks", "1000", "--grace-ms", "0", NULL };
+	struct ngnfs_test_cluster *cluster = start(1, extra);
+	uint64_t blknos[4], versions[4], new_version, free0, free1, reserved;
+	uint8_t data[NGNFS_BLOCK_SIZE];
+	uint32_t got;
+	struct tc a, b;
+
+	format_all(cluster);
+	open_session(&a, cluster, 0, 0);
+	open_session(&b, cluster, 0, 0);
+	fill(data, 5);
+	statfs(&a, &free0, &reserved);
+	EXPECT_U64("free blocks of a new 1000-block device", free0, 1000);
+	EXPECT_STATUS(tc_alloc(&a, 3, blknos, versions, &got), 0);
+	EXPECT_U64("blocks reserved", got, 3);
+	statfs(&a, &free1, &reserved);
+	EXPECT_U64("free blocks after reserving 3", free1, 997);
+	EXPECT_U64("reserved blocks", reserved, 3);
+	/* reserved blocks are granted for write: write one; another session cannot */
+	EXPECT_STATUS(tc_write(&b, blknos[1], versions[1], data, NULL), -EPERM);
+	EXPECT_STATUS(tc_write(&a, blknos[0], versions[0], data, &new_version), 0);
+	EXPECT_U64("version of the first write of a reserved block", new_version, 1);
+	tc_close(&a);
+	/* the two unused reservations return */
+	usleep(200000);
+	statfs(&b, &free1, &reserved);
+	EXPECT_U64("free blocks after the session ended", free1, 999);
+	EXPECT_U64("reserved after the session ended", reserved, 0);
+
+	/* free the written block through WRITE's free list; its version survives */
+	{
+		uint64_t version;
+		bool has_data;
+		uint64_t frees[1] = { blknos[0] };
+
+		EXPECT_STATUS(
+		    tc_get(&b, blknos[0], NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
+		EXPECT_STATUS(tc_write_full(&b, NGNFS_WRITE_SINGLE, 0, NULL, 0, NULL, 0, frees, 1,
+					    NGNFS_WRITE_RELEASE, NGNFS_ACCESS_NONE, NULL),
+			      0);
+		statfs(&b, &free1, &reserved);
+		EXPECT_U64("free blocks after FREE", free1, 1000);
+		/* freeing again is refused: it is not allocated */
+		EXPECT_STATUS(
+		    tc_get(&b, blknos[0], NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
+		EXPECT_STATUS(tc_write_full(&b, NGNFS_WRITE_SINGLE, 0, NULL, 0, NULL, 0, frees, 1,
+					    0, 0, NULL),
+			      -EINVAL);
+		EXPECT_STATUS(tc_release(&b, blknos[0], NGNFS_ACCESS_NONE), 0);
+	}
+	/* accounting survives a restart */
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, SIGTERM), 0);
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
+	tc_close(&b);
+	open_session(&b, cluster, 0, 0);
+	statfs(&b, &free1, &reserved);
+	EXPECT_U64("free blocks after restart", free1, 1000);
+	/* a reused block keeps counting versions up */
+	{
+		bool found = false;
+
+		EXPECT_STATUS(tc_alloc(&b, 4, blknos, versions, &got), 0);
+		for (uint32_t i = 0; i < got; i++) {
+			if (versions[i] == 1)
+				found = true;
+		}
+		if (!found)
+			fail("expected the freed block among 4 reserved blocks with version 1");
+	}
+	tc_close(&b);
+	stop(cluster);
+}
+
+/* ---- repair commands -------------------------------------------------------- */
+
+static void case_cmpxchg_incoherent(void)
+{
+	struct ngnfs_test_cluster *cluster = start(1, NULL);
+	uint8_t data[NGNFS_BLOCK_SIZE], back[NGNFS_BLOCK_SIZE];
+	uint64_t version = 0;
+	int block_status = 1;
+	bool has_data;
+	struct tc a, b;
+
+	format_all(cluster);
+	open_session(&a, cluster, 0, 0);
+	open_session(&b, cluster, 0, 0);
+	fill(data, 6);
+	EXPECT_STATUS(tc_cmpxchg(&a, 20, 0, data, &version), 0);
+	EXPECT_U64("version after CMPXCHG", version, 1);
+	EXPECT_STATUS(tc_cmpxchg(&a, 20, 0, data, &version), -ESTALE);
+	EXPECT_U64("current version reported with -ESTALE", version, 1);
+	EXPECT_STATUS(tc_get(&b, 20, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
+	EXPECT_STATUS(tc_cmpxchg(&a, 20, 1, data, &version), -EBUSY);
+
+	/* READ_INCOHERENT ignores B's write grant and sees the committed contents */
+	EXPECT_STATUS(tc_read_incoherent(&a, 20, &version, &block_status, back), 0);
+	EXPECT_U64("READ_INCOHERENT block status", (uint64_t)block_status, 0);
+	EXPECT_U64("READ_INCOHERENT version", version, 1);
+	if (memcmp(back, data, sizeof(data)))
+		fail("READ_INCOHERENT data differs from the CMPXCHG'd contents");
+	EXPECT_STATUS(tc_release(&b, 20, NGNFS_ACCESS_NONE), 0);
+	fill(data, 7);
+	EXPECT_STATUS(tc_cmpxchg(&a, 20, 1, data, &version), 0);
+	EXPECT_U64("version after the second CMPXCHG", version, 2);
+	EXPECT_STATUS(tc_read_incoherent(&a, 30, &version, &block_status, back), 0);
+	EXPECT_U64("READ_INCOHERENT version of an unwritten block", version, 0);
+	tc_close(&a);
+	tc_close(&b);
+	stop(cluster);
+}
+
+/* ---- atomic sets across two devices ------------------------------------------ */
+
+static const uint16_t both[2] = { 0, 1 };
+
+/* Grant write on device-local index 1 of each device to tc[device], then stage. */
+static void stage_on(struct tc *tc, unsigned int device, uint64_t set_id, uint8_t seed)
+{
+	uint8_t data[NGNFS_BLOCK_SIZE];
+	uint64_t blkno = ngnfs_blkno_make((uint16_t)device, 1), version, new_version;
+	struct ngnfs_block_request block;
+	bool has_data;
+
+	fill(data, seed);
+	EXPECT_STATUS(tc_get(tc, blkno, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
+	block = (struct ngnfs_block_request){ .blkno = blkno, .version = version, .data = data };
+	EXPECT_STATUS(tc_write_full(tc, NGNFS_WRITE_STAGE, set_id, both, 2, &block, 1, NULL, 0, 0,
+				    0, &new_version),
+		      0);
+	EXPECT_U64("version a staged block will have", new_version, version + 1);
+}
+
+static uint64_t incoherent_version(struct tc *tc, uint64_t blkno, uint8_t *data)
+{
+	uint64_t version = 0;
+	int block_status = 0;
+
+	EXPECT_STATUS(tc_read_incoherent(tc, blkno, &version, &block_status, data), 0);
+	return version;
+}
+
+static void case_set_commit(void)
+{
+	struct ngnfs_test_cluster *cluster = start(2, NULL);
+	struct tc client[2], reader;
+	uint8_t data[NGNFS_BLOCK_SIZE], expected[NGNFS_BLOCK_SIZE];
+	uint64_t blkno1 = ngnfs_blkno_make(1, 1), version;
+	uint8_t answer = 0;
+	bool has_data;
+
+	format_all(cluster);
+	open_session(&client[0], cluster, 0, 0);
+	open_session(&client[1], cluster, 1, 0);
+	open_session(&reader, cluster, 1, 0);
+	stage_on(&client[1], 1, 0x5e7001, 0x21);
+	stage_on(&client[0], 0, 0x5e7001, 0x20);
+
+	/* staged blocks are invisible and pinned */
+	EXPECT_U64("participant's version before commit", incoherent_version(&reader, blkno1, NULL),
+		   0);
+	EXPECT_STATUS(tc_get_send(&reader, blkno1, NGNFS_ACCESS_READ, 0, NULL), 0);
+	EXPECT_STATUS(tc_release(&client[1], blkno1, NGNFS_ACCESS_NONE), 0);
+	expect_no_grant(&reader, "reader of a staged block");
+	/* COMMIT only at the primary */
+	EXPECT_STATUS(tc_commit(&client[1], 0x5e7001), -EINVAL);
+	EXPECT_STATUS(tc_commit(&client[0], 0x5e7001), 0);
+	EXPECT_STATUS(tc_commit(&client[0], 0x5e7001), 0); /* idempotent */
+	EXPECT_U64("primary's version after commit",
+		   incoherent_version(&client[0], ngnfs_blkno_make(0, 1), NULL), 1);
+	expect_no_grant(&reader, "reader of a staged block before RESOLVE");
+	EXPECT_STATUS(tc_resolve(&client[1], 0x5e7001, NGNFS_SET_COMMITTED, &answer), 0);
+	EXPECT_U64("RESOLVE answer", answer, NGNFS_SET_COMMITTED);
+	EXPECT_STATUS(tc_grant_wait(&reader, 3000, NULL, &version, NULL, &has_data, data), 0);
+	EXPECT_U64("participant's version after RESOLVE", version, 1);
+	fill(expected, 0x21);
+	if (!has_data || memcmp(data, expected, sizeof(data)))
+		fail("participant's block does not hold the committed data");
+	EXPECT_STATUS(tc_resolve(&client[1], 0x5e7001, NGNFS_SET_COMMITTED, &answer), -ENOENT);
+
+	/* a set aborted by its client leaves the old contents */
+	stage_on(&client[0], 0, 0x5e7002, 0x30);
+	EXPECT_STATUS(tc_resolve(&client[0], 0x5e7002, NGNFS_SET_ABORTED, &answer), 0);
+	EXPECT_STATUS(tc_commit(&client[0], 0x5e7002), -ESTALE);
+	EXPECT_U64("primary's version after an aborted set",
+		   incoherent_version(&client[0], ngnfs_blkno_make(0, 1), NULL), 1);
+	tc_close(&client[0]);
+	tc_close(&client[1]);
+	tc_close(&reader);
+	stop(cluster);
+}
+
+static void wait_staged_sets(struct tc *tc, uint64_t expected, const char *what)
+{
+	uint64_t total, free_blocks, reserved, staged = ~0ULL;
+	uint64_t deadline = now_ms() + 8000;
+
+	while (now_ms() < deadline) {
+		EXPECT_STATUS(tc_statfs(tc, &total, &free_blocks, &reserved, &staged), 0);
+		if (staged == expected)
+			return;
+		usleep(50000);
+	}
+	fail("%s: expected %llu staged sets within 8 s, still %llu", what,
+	     (unsigned long long)expected, (unsigned long long)staged);
+}
+
+static void case_indoubt_abort(void)
+{
+	struct ngnfs_test_cluster *cluster = start(2, NULL);
+	struct tc client[2], observer;
+	uint64_t blkno1 = ngnfs_blkno_make(1, 1), version;
+	bool has_data;
+
+	format_all(cluster);
+	open_session(&client[0], cluster, 0, 0);
+	open_session(&client[1], cluster, 1, 0);
+	open_session(&observer, cluster, 1, 0);
+	stage_on(&client[1], 1, 0xab01, 0x40);
+	wait_staged_sets(&observer, 1, "participant after STAGE");
+	/* the client vanishes before staging at the primary and before COMMIT */
+	tc_close(&client[1]);
+	wait_staged_sets(&observer, 0, "participant after its staging session closed");
+	if (!log_contains(cluster, 0, "recording ABORTED"))
+		fail("expected the primary to log that it recorded ABORTED");
+	EXPECT_U64("participant's version after abort", incoherent_version(&observer, blkno1, NULL),
+		   0);
+	/* the block is free for others again */
+	EXPECT_STATUS(tc_get(&observer, blkno1, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL),
+		      0);
+	/* a late stage and commit at the primary fail */
+	{
+		uint8_t data[NGNFS_BLOCK_SIZE];
+		struct ngnfs_block_request block = { .blkno = ngnfs_blkno_make(0, 1),
+						     .data = data };
+
+		fill(data, 1);
+		EXPECT_STATUS(tc_get(&client[0], block.blkno, NGNFS_ACCESS_WRITE, 0, &version,
+				     &has_data, NULL),
+			      0);
+		EXPECT_STATUS(tc_write_full(&client[0], NGNFS_WRITE_STAGE, 0xab01, both, 2, &block,
+					    1, NULL, 0, 0, 0, NULL),
+			      -ESTALE);
+		EXPECT_STATUS(tc_commit(&client[0], 0xab01), -ESTALE);
+	}
+	tc_close(&client[0]);
+	tc_close(&observer);
+	stop(cluster);
+}
+
+static void case_indoubt_commit(void)
+{
+	struct ngnfs_test_cluster *cluster = start(2, NULL);
+	struct tc client[2], observer;
+	uint8_t data[NGNFS_BLOCK_SIZE], expected[NGNFS_BLOCK_SIZE];
+	uint64_t blkno1 = ngnfs_blkno_make(1, 1);
+
+	format_all(cluster);
+	open_session(&client[0], cluster, 0, 0);
+	open_session(&client[1], cluster, 1, 0);
+	open_session(&observer, cluster, 1, 0);
+	stage_on(&client[1], 1, 0xcd01, 0x50);
+	stage_on(&client[0], 0, 0xcd01, 0x51);
+	EXPECT_STATUS(tc_commit(&client[0], 0xcd01), 0);
+	/* the client dies before RESOLVE: the participant must learn COMMITTED */
+	tc_close(&client[1]);
+	tc_close(&client[0]);
+	wait_staged_sets(&observer, 0, "participant after the client vanished post-COMMIT");
+	EXPECT_U64("participant's version after recovery",
+		   incoherent_version(&observer, blkno1, data), 1);
+	fill(expected, 0x50);
+	if (memcmp(data, expected, sizeof(data)))
+		fail("participant applied different data than it staged");
+	tc_close(&observer);
+	stop(cluster);
+}
+
+static void case_indoubt_restart(void)
+{
+	struct ngnfs_test_cluster *cluster =
+	    start(2, (const char *[]){ "--grace-ms", "200", NULL });
+	struct tc client[2], observer;
+	uint64_t blkno1 = ngnfs_blkno_make(1, 1);
+
+	format_all(cluster);
+	open_session(&client[0], cluster, 0, 0);
+	open_session(&client[1], cluster, 1, 0);
+	stage_on(&client[1], 1, 0xef01, 0x60);
+	stage_on(&client[0], 0, 0xef01, 0x61);
+	/* the participant dies after acknowledging the STAGE */
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 1, SIGKILL), 0);
+	EXPECT_STATUS(tc_commit(&client[0], 0xef01), 0);
+	tc_close(&client[0]);
+	tc_close(&client[1]);
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 1), 0);
+	open_session(&observer, cluster, 1, 0);
+	wait_staged_sets(&observer, 0, "participant restarted with a stage in its store");
+	EXPECT_U64("participant's version after restart recovery",
+		   incoherent_version(&observer, blkno1, NULL), 1);
+	tc_close(&observer);
+	stop(cluster);
+}
+
+static void case_primary_timeout(void)
+{
+	struct ngnfs_test_cluster *cluster =
+	    start(2, (const char *[]){ "--resolve-timeout-ms", "500", NULL });
+	struct tc client;
+
+	format_all(cluster);
+	open_session(&client, cluster, 0, 0);
+	stage_on(&client, 0, 0x7100, 0x70);
+	wait_staged_sets(&client, 1, "primary after its own STAGE");
+	/* the client stays connected but never commits: the primary aborts by itself */
+	wait_staged_sets(&client, 0, "primary after the resolve timeout");
+	EXPECT_STATUS(tc_commit(&client, 0x7100), -ESTALE);
+	if (!log_contains(cluster, 0, "own stage unresolved after"))
+		fail("expected the primary to log that it aborted its own old stage");
+	tc_close(&client);
+	stop(cluster);
+}
+
+/* ---- group commit -------------------------------------------------------------- */
+
+struct group_writer {
+	pthread_t thread;
+	const char *address;
+	uint64_t blkno;
+	int error;
+};
+
+static void *group_writer_thread(void *arg)
+{
+	struct group_writer *writer = arg;
+	uint8_t data[NGNFS_BLOCK_SIZE];
+	uint64_t version = 0;
+	bool has_data;
+	struct tc tc;
+
+	fill(data, (uint8_t)writer->blkno);
+	writer->error = tc_connect(&tc, writer->address);
+	if (!writer->error)
+		writer->error = tc_hello(&tc, fs_id, 0, NULL);
+	if (!writer->error)
+		writer->error =
+		    tc_get(&tc, writer->blkno, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL);
+	for (int i = 0; i < 25 && !writer->error; i++)
+		writer->error = tc_write(&tc, writer->blkno, version, data, &version);
+	tc_close(&tc);
+	return NULL;
+}
+
+static void case_group_commit(void)
+{
+	struct ngnfs_test_cluster *cluster = start(1, NULL);
+	struct group_writer writers[16];
+	unsigned long long batches = 0, requests = 0;
+	char *log, *line;
+
+	format_all(cluster);
+	for (int i = 0; i < 16; i++) {
+		writers[i] =
+		    (struct group_writer){ .address = ngnfs_test_cluster_address(cluster, 0),
+					   .blkno = 500 + (uint64_t)i };
+		pthread_create(&writers[i].thread, NULL, group_writer_thread, &writers[i]);
+	}
+	for (int i = 0; i < 16; i++) {
+		pthread_join(writers[i].thread, NULL);
+		if (writers[i].error)
+			fail("writer %d: expected its 25 writes to succeed, got %d (%s)", i,
+			     writers[i].error, strerror(-writers[i].error));
+	}
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, SIGTERM), 0);
+	log = ngnfs_test_read_file(ngnfs_test_cluster_log_path(cluster, 0), NULL);
+	line = log ? strstr(log, "stopped after ") : NULL;
+	if (!line || sscanf(line, "stopped after %llu group commits of %llu requests", &batches,
+			    &requests) != 2)
+		fail("expected the group commit totals in the log at shutdown");
+	free(log);
+	/* 400 writes + FORMAT, from 16 concurrent sessions, synced: they must share batches */
+	EXPECT_U64("requests committed", requests, 401);
+	if (batches >= requests)
+		fail("expected concurrent writes to share group commits, got %llu batches for %llu "
+		     "requests",
+		     batches, requests);
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
+	stop(cluster);
+}
+
+/* ---- kills while writes are in flight -------------------------------------------- */
+
+struct load_writer {
+	pthread_t thread;
+	const char *address;
+	uint64_t blkno;
+	uint64_t acknowledged; /* highest version whose WRITE_REPLY arrived */
+	volatile bool stop;
+};
+
+static void *load_writer_thread(void *arg)
+{
+	struct load_writer *writer = arg;
+	uint8_t data[NGNFS_BLOCK_SIZE];
+	uint64_t version = 0, next;
+	bool has_data;
+	struct tc tc;
+
+	if (tc_connect(&tc, writer->address) || tc_hello(&tc, fs_id, 0, NULL) ||
+	    tc_get(&tc, writer->blkno, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL))
+		return NULL;
+	while (!writer->stop) {
+		/* the data names the version it becomes, so version and data can be checked */
+		next = version + 1;
+		memset(data, (int)writer->blkno, sizeof(data));
+		memcpy(data, &next, sizeof(next));
+		if (tc_write(&tc, writer->blkno, version, data, &version))
+			break;
+		writer->acknowledged = version;
+	}
+	tc_close(&tc);
+	return NULL;
+}
+
+static void kill_under_load(int sig)
+{
+	struct ngnfs_test_cluster *cluster = start(1, (const char *[]){ "--grace-ms", "0", NULL });
+	struct load_writer writers[8];
+	uint8_t data[NGNFS_BLOCK_SIZE];
+	struct tc tc;
+
+	format_all(cluster);
+	for (int i = 0; i < 8; i++) {
+		writers[i] =
+		    (struct load_writer){ .address = ngnfs_test_cluster_address(cluster, 0),
+					  .blkno = 700 + (uint64_t)i };
+		pthread_create(&writers[i].thread, NULL, load_writer_thread, &writers[i]);
+	}
+	usleep(400000);
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, sig), 0);
+	for (int i = 0; i < 8; i++) {
+		writers[i].stop = true;
+		pthread_join(writers[i].thread, NULL);
+	}
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
+	open_session(&tc, cluster, 0, NGNFS_HELLO_RECLAIM);
+	for (int i = 0; i < 8; i++) {
+		uint64_t version = 0, embedded = 0;
+		int block_status = 0;
+
+		if (writers[i].acknowledged == 0)
+			fail("writer %d got no write acknowledged in 400 ms", i);
+		EXPECT_STATUS(
+		    tc_read_incoherent(&tc, writers[i].blkno, &version, &block_status, data), 0);
+		EXPECT_U64("block status after restart", (uint64_t)block_status, 0);
+		memcpy(&embedded, data, sizeof(embedded));
+		if (version < writers[i].acknowledged)
+			fail("block %llu: version %llu after restart, but version %llu was "
+			     "acknowledged before signal %d",
+			     (unsigned long long)writers[i].blkno, (unsigned long long)version,
+			     (unsigned long long)writers[i].acknowledged, sig);
+		if (embedded != version)
+			fail("block %llu: version %llu holds the data of version %llu",
+			     (unsigned long long)writers[i].blkno, (unsigned long long)version,
+			     (unsigned long long)embedded);
+	}
+	tc_close(&tc);
+	stop(cluster);
+}
+
+static void case_sigterm_under_load(void)
+{
+	kill_under_load(SIGTERM);
+}
+
+static void case_sigkill_under_load(void)
+{
+	kill_under_load(SIGKILL);
+}
+
+/* ---- restarts --------------------------------------------------------------- */
+
+static void restart_keeps_writes(int sig)
+{
+	struct ngnfs_test_cluster *cluster =
+	    start(1, (const char *[]){ "--grace-ms", "300", NULL });
+	uint8_t data[NGNFS_BLOCK_SIZE], back[NGNFS_BLOCK_SIZE];
+	uint64_t version, new_version;
+	bool has_data;
+	struct tc tc;
+
+	format_all(cluster);
+	open_session(&tc, cluster, 0, 0);
+	for (uint64_t blkno = 100; blkno < 150; blkno++) {
+		fill(data, (uint8_t)blkno);
+		EXPECT_STATUS(tc_get(&tc, blkno, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL),
+			      0);
+		EXPECT_STATUS(tc_write(&tc, blkno, 0, data, &new_version), 0);
+		EXPECT_STATUS(tc_write(&tc, blkno, 1, data, &new_version), 0);
+	}
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, sig), 0);
+	tc_close(&tc);
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
+	open_session(&tc, cluster, 0, NGNFS_HELLO_RECLAIM);
+	for (uint64_t blkno = 100; blkno < 150; blkno++) {
+		fill(data, (uint8_t)blkno);
+		EXPECT_STATUS(tc_get(&tc, blkno, NGNFS_ACCESS_READ, 0, &version, &has_data, back),
+			      0);
+		EXPECT_U64("version of an acknowledged write after restart", version, 2);
+		if (!has_data || memcmp(back, data, sizeof(data)))
+			fail("block %llu lost its acknowledged contents across the restart",
+			     (unsigned long long)blkno);
+	}
+	tc_close(&tc);
+	stop(cluster);
+}
+
+static void case_restart_sigterm(void)
+{
+	restart_keeps_writes(SIGTERM);
+}
+
+static void case_restart_sigkill(void)
+{
+	restart_keeps_writes(SIGKILL);
+}
+
+static void case_grace(void)
+{
+	struct ngnfs_test_cluster *cluster =
+	    start(1, (const char *[]){ "--grace-ms", "1500", NULL });
+	struct tc reclaimer, newcomer;
+	uint64_t version, started;
+	bool has_data;
+
+	format_all(cluster);
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, SIGTERM), 0);
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
+	started = now_ms();
+	open_session(&newcomer, cluster, 0, 0);
+	open_session(&reclaimer, cluster, 0, NGNFS_HELLO_RECLAIM);
+	EXPECT_STATUS(tc_get_send(&newcomer, 3, NGNFS_ACCESS_READ, 0, NULL), 0);
+	EXPECT_STATUS(tc_get(&reclaimer, 4, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
+	if (now_ms() - started > 1000)
+		fail("a reclaiming session waited for its grant during the grace period");
+	EXPECT_STATUS(tc_grant_wait(&newcomer, 5000, NULL, &version, NULL, NULL, NULL), 0);
+	if (now_ms() - started < 1000)
+		fail("a non-reclaiming session was granted %llu ms after restart, inside the "
+		     "1500 ms grace period",
+		     (unsigned long long)(now_ms() - started));
+	tc_close(&reclaimer);
+	tc_close(&newcomer);
+	stop(cluster);
+}
+
+static const struct {
+	const char *name;
+	void (*run)(void);
+} cases[] = {
+	{ "bad_flags", case_bad_flags },
+	{ "bad_config", case_bad_config },
+	{ "config_file_serves", case_config_file_serves },
+	{ "foreign_folder", case_foreign_folder },
+	{ "foreign_rocksdb", case_foreign_rocksdb },
+	{ "busy_port", case_busy_port },
+	{ "hello_wrong_fs_id", case_hello_wrong_fs_id },
+	{ "unformatted", case_unformatted },
+	{ "write_read", case_write_read },
+	{ "write_refused", case_write_refused },
+	{ "corrupt_block", case_corrupt_block },
+	{ "malformed_frames", case_malformed_frames },
+	{ "grant_fifo", case_grant_fifo },
+	{ "alloc", case_alloc },
+	{ "cmpxchg_incoherent", case_cmpxchg_incoherent },
+	{ "set_commit", case_set_commit },
+	{ "indoubt_abort", case_indoubt_abort },
+	{ "indoubt_commit", case_indoubt_commit },
+	{ "indoubt_restart", case_indoubt_restart },
+	{ "restart_sigterm", case_restart_sigterm },
+	{ "restart_sigkill", case_restart_sigkill },
+	{ "grace", case_grace },
+	{ "primary_timeout", case_primary_timeout },
+	{ "group_commit", case_group_commit },
+	{ "sigterm_under_load", case_sigterm_under_load },
+	{ "sigkill_under_load", case_sigkill_under_load },
+};
+
+int main(int argc, char **argv)
+{
+	if (argc != 2 || !getenv("NGNFS_BLOCKD")) {
+		fprintf(stderr, "usage: NGNFS_BLOCKD=path test_blockd CASE\n");
+		return 2;
+	}
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (strcmp(cases[i].name, argv[1]) == 0) {
+			current_case = cases[i].name;
+			cases[i].run();
+			printf("PASS %s\n", current_case);
+			return 0;
+		}
+	}
+	fprintf(stderr, "test_blockd: no case named %s\n", argv[1]);
+	return 2;
+}
