@@ -16,11 +16,8 @@
  * read: dereferencing a pointer read at a wrong offset could crash the
  * daemon instead of producing a readable mismatch.
  *
- * XXX: libcore calls ngnfs_set_invalidate's function from its I/O thread,
- * which must never wait on operation threads; MDCACHE's invalidate upcall
- * takes locks that a worker blocked in libcore may hold.  Invalidations
- * therefore need a queue and a thread of ours (fsal_up.c) before they are
- * registered.  up_ops is kept for that.
+ * Each export starts its invalidation thread (fsal_up.c) once mounted and
+ * stops it before unmounting.
  */
 
 #include "config.h"
@@ -43,8 +40,10 @@ static void ngnfs_fsal_release_export(struct fsal_export *fsal_export)
 	struct ngnfs_fsal_export *export = ngnfs_fsal_export_of(fsal_export);
 
 	LogDebug(COMPONENT_FSAL, "NGNFS: releasing export %u", fsal_export->export_id);
+	ngnfs_fsal_up_stop(export);
 	if (export->fs != NULL)
 		ngnfs_unmount(export->fs);
+	ngnfs_fsal_up_free(export);
 	fsal_detach_export(fsal_export->fsal, &fsal_export->exports);
 	free_export_ops(fsal_export);
 	ngnfs_fsal_export_options_free(&export->options);
@@ -108,6 +107,7 @@ static void ngnfs_fsal_export_ops_init(struct export_ops *ops)
 	ops->wire_to_host = ngnfs_fsal_wire_to_host;
 	ops->create_handle = ngnfs_fsal_create_handle;
 	ops->get_fs_dynamic_info = ngnfs_fsal_get_fs_dynamic_info;
+	ops->alloc_state = ngnfs_fsal_alloc_state;
 }
 
 /* The guard line; see the comment at the top of this file. */
@@ -178,8 +178,12 @@ fsal_status_t ngnfs_fsal_create_export(struct fsal_module *module, void *parse_n
 
 	ret = ngnfs_mount(&mount_options, &export->fs);
 	if (ret < 0) {
-		LogCrit(COMPONENT_FSAL, "NGNFS: export %u could not mount Devices = \"%s\": %s",
-			op_ctx->ctx_export->export_id, export->options.devices, ngnfs_last_error());
+		LogCrit(COMPONENT_FSAL, "NGNFS: export %u could not mount %s = \"%s\": %s",
+			op_ctx->ctx_export->export_id,
+			export->options.devices ? "Devices" : "Devices_File",
+			export->options.devices ? export->options.devices
+						: export->options.devices_file,
+			ngnfs_last_error());
 		export->fs = NULL;
 		status = ngnfs_fsal_status(ret);
 		goto out_detach;
@@ -202,15 +206,22 @@ fsal_status_t ngnfs_fsal_create_export(struct fsal_module *module, void *parse_n
 	export->fsid.major = major;
 	export->fsid.minor = minor;
 
+	ret = ngnfs_fsal_up_start(export);
+	if (ret < 0) {
+		status = ngnfs_fsal_status(ret);
+		goto out_unmount;
+	}
+
 	op_ctx->fsal_export = &export->export;
 
 	LogEvent(COMPONENT_FSAL,
-		 "NGNFS: export %u mounted %u device(s) \"%s\" durability=%s cache_size=%" PRIu64
+		 "NGNFS: export %u mounted %u device(s) %s \"%s\" durability=%s cache_size=%" PRIu64
 		 " writeback_interval_ms=%u root=%" PRIu64 ".%" PRIu64,
 		 op_ctx->ctx_export->export_id, export->options.device_count,
-		 export->options.devices, ngnfs_fsal_durability_name(export->options.durability),
-		 export->options.cache_size, export->options.writeback_interval_ms,
-		 export->root.ino, export->root.generation);
+		 export->options.devices ? "Devices" : "Devices_File",
+		 export->options.devices ? export->options.devices : export->options.devices_file,
+		 ngnfs_fsal_durability_name(export->options.durability), export->options.cache_size,
+		 export->options.writeback_interval_ms, export->root.ino, export->root.generation);
 	ngnfs_fsal_log_guard(export);
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 

@@ -1,24 +1,42 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Object operations of the NGNFS FSAL, and the export operations that
- * produce objects (lookup_path, create_handle).
+ * Namespace and attribute operations of the NGNFS FSAL, and the export
+ * operations that produce objects (lookup_path, create_handle).
  *
  * Each operation is one call into libcore's native API (libcore/ngnfs.h);
  * libcore's errors are negative errno and become FSAL statuses through
- * ngnfs_fsal_status().  MDCACHE sits above us and caches objects and attributes,
- * so an object here is only a handle: allocated per lookup, freed by
- * release, deduplicated by MDCACHE through handle_to_key.
+ * ngnfs_fsal_status() (errors.c).  MDCACHE sits above us and caches
+ * objects and attributes, so an object here is only a handle: allocated
+ * per lookup, freed by release, deduplicated by MDCACHE through
+ * handle_to_key.  New objects belong to the caller's uid and gid
+ * (op_ctx->creds).
+ *
+ * Permissions: ganesha 4.3 checks lookup, readdir, link, setattr and
+ * opens of existing files itself, but leaves the directory checks of
+ * create, mkdir, mknod, symlink, unlink and rename to the FSAL (FSAL_VFS
+ * gets them from the kernel by switching credentials).  libcore knows no
+ * credentials, so ngnfs_fsal_may_change_dir() does what Linux's
+ * may_create/may_delete do: write and search permission on the directory
+ * (test_access on our attributes), the sticky bit, and write permission on
+ * a directory that moves to another parent (its ".." changes).
+ *
+ * Creates that carry more attributes than the mode (NFSv4 OPEN/CREATE
+ * with owner, size or times, and the exclusive-create verifier) are a
+ * create followed by a setattr: two transactions.  A gateway crash between
+ * them leaves an object with the caller's owner and default times, never a
+ * half-made one; the client retries the create and gets EXIST or, for an
+ * exclusive create, a verifier that does not match.
  *
  * readdir gathers a batch of entries from ngnfs_readdir first and only then
- * fetches attributes and hands entries to ganesha: libcore runs the readdir
- * callback inside its transaction, and calling back into libcore (getattr)
- * or into MDCACHE (which takes its own locks) from there would hold blocks
- * while waiting.
+ * fetches attributes and hands entries to ganesha: libcore's callback must
+ * not call back into libcore (getattr) or into MDCACHE (which takes its own
+ * locks) while libcore is in the middle of a directory walk.
  *
- * XXX: only what an export root needs so far (lookup, readdir, getattrs,
- * handles).  Create, remove, rename, links, symlinks, setattr, open, read,
- * write, commit and xattrs come in the next phase; ganesha's defaults
- * answer NOTSUPP for them meanwhile.
+ * XXX:
+ *  - no setgid-directory group inheritance (libcore has no rule for it);
+ *  - ATTR_CREATION cannot be set (ignored, as on Linux);
+ *  - readdir does one getattr per entry for its attributes; libcore's
+ *    readdir could return them with the entry.
  */
 
 #include "config.h"
@@ -26,6 +44,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "fsal.h"
 #include "fsal_convert.h"
@@ -39,11 +58,11 @@
 /* What we fill in every attribute list. */
 #define NGNFS_ATTRS (ATTRS_POSIX | ATTR_CREATION)
 
-static void ngnfs_fsal_attr_to_fsal(const struct ngnfs_fsal_export *export,
-				    const struct ngnfs_attr *attr, struct fsal_attrlist *attrs)
+void ngnfs_fsal_attr_to_fsal(const struct ngnfs_fsal_export *export, const struct ngnfs_attr *attr,
+			     struct fsal_attrlist *attrs)
 {
 	attrs->valid_mask = NGNFS_ATTRS;
-	attrs->supported = NGNFS_ATTRS;
+	attrs->supported = export->export.fsal->fs_info.supported_attrs;
 	attrs->type = posix2fsal_type(attr->mode);
 	attrs->filesize = attr->size;
 	attrs->fsid = export->fsid;
@@ -73,18 +92,20 @@ static struct ngnfs_fsal_object *ngnfs_fsal_object_alloc(struct ngnfs_fsal_expor
 	ngnfs_handle_to_wire(handle, object->wire);
 
 	fsal_obj_handle_init(&object->object, &export->export, posix2fsal_type(attr->mode));
+	object->global_fd.openflags = FSAL_O_CLOSED;
 	object->object.obj_ops = &ngnfs_fsal_module.object_ops;
 	object->object.fsid = export->fsid;
 	object->object.fileid = attr->ino;
+	ngnfs_fsal_up_track(export, handle);
 	return object;
 }
 
 /* Hands a new object and, if asked for, its attributes to the caller. */
-static fsal_status_t ngnfs_fsal_object_out(struct ngnfs_fsal_export *export,
-					   const struct ngnfs_handle *handle,
-					   const struct ngnfs_attr *attr,
-					   struct fsal_obj_handle **object_out,
-					   struct fsal_attrlist *attrs_out)
+fsal_status_t ngnfs_fsal_object_out(struct ngnfs_fsal_export *export,
+				    const struct ngnfs_handle *handle,
+				    const struct ngnfs_attr *attr,
+				    struct fsal_obj_handle **object_out,
+				    struct fsal_attrlist *attrs_out)
 {
 	struct ngnfs_fsal_object *object = ngnfs_fsal_object_alloc(export, handle, attr);
 
@@ -260,6 +281,401 @@ static fsal_status_t ngnfs_fsal_getattrs(struct fsal_obj_handle *fsal_object,
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
 
+/*
+ * Applies attrs_set (ganesha's setattr mask) to an object in one libcore
+ * setattr.  Returns the new attributes in attr_out when that is not NULL.
+ */
+fsal_status_t ngnfs_fsal_setattr_object(struct ngnfs_fsal_object *object,
+					struct fsal_attrlist *attrs_set,
+					struct ngnfs_attr *attr_out)
+{
+	struct ngnfs_fsal_export *export = object->export;
+	attrmask_t mask = attrs_set->valid_mask;
+	struct ngnfs_setattr set;
+	struct ngnfs_attr attr;
+	int ret;
+
+	memset(&set, 0, sizeof(set));
+	if (FSAL_TEST_MASK(mask, ATTR_MODE)) {
+		set.mask |= NGNFS_SET_MODE;
+		set.mode = fsal2unix_mode(attrs_set->mode) &
+			   ~export->export.exp_ops.fs_umask(&export->export);
+	}
+	if (FSAL_TEST_MASK(mask, ATTR_OWNER)) {
+		set.mask |= NGNFS_SET_UID;
+		set.uid = (uint32_t)attrs_set->owner;
+	}
+	if (FSAL_TEST_MASK(mask, ATTR_GROUP)) {
+		set.mask |= NGNFS_SET_GID;
+		set.gid = (uint32_t)attrs_set->group;
+	}
+	if (FSAL_TEST_MASK(mask, ATTR_SIZE)) {
+		if (object->object.type != REGULAR_FILE) {
+			LogDebug(COMPONENT_FSAL,
+				 "NGNFS: setattr of inode %" PRIu64 ": size of a non-regular file",
+				 object->handle.ino);
+			return fsalstat(ERR_FSAL_INVAL, EINVAL);
+		}
+		set.mask |= NGNFS_SET_SIZE;
+		set.size = attrs_set->filesize;
+	}
+	if (FSAL_TEST_MASK(mask, ATTR_ATIME_SERVER)) {
+		set.mask |= NGNFS_SET_ATIME_NOW;
+	} else if (FSAL_TEST_MASK(mask, ATTR_ATIME)) {
+		set.mask |= NGNFS_SET_ATIME;
+		set.atime = attrs_set->atime;
+	}
+	if (FSAL_TEST_MASK(mask, ATTR_MTIME_SERVER)) {
+		set.mask |= NGNFS_SET_MTIME_NOW;
+	} else if (FSAL_TEST_MASK(mask, ATTR_MTIME)) {
+		set.mask |= NGNFS_SET_MTIME;
+		set.mtime = attrs_set->mtime;
+	}
+	if (FSAL_TEST_MASK(mask, ATTR_CTIME)) {
+		set.mask |= NGNFS_SET_CTIME;
+		set.ctime = attrs_set->ctime;
+	}
+	if (FSAL_TEST_MASK(mask, ATTR_ACL)) {
+		LogDebug(COMPONENT_FSAL, "NGNFS: setattr of inode %" PRIu64 ": no ACL support",
+			 object->handle.ino);
+		return fsalstat(ERR_FSAL_ATTRNOTSUPP, 0);
+	}
+	if (set.mask == 0)
+		return fsalstat(ERR_FSAL_NO_ERROR, 0);
+
+	ret = ngnfs_setattr(export->fs, &object->handle, &set, &attr);
+	if (ret < 0) {
+		LogDebug(COMPONENT_FSAL, "NGNFS: setattr 0x%x of inode %" PRIu64 " failed: %s",
+			 set.mask, object->handle.ino, ngnfs_last_error());
+		return ngnfs_fsal_status(ret);
+	}
+	if (attr_out != NULL)
+		*attr_out = attr;
+	return fsalstat(ERR_FSAL_NO_ERROR, 0);
+}
+
+static fsal_status_t ngnfs_fsal_setattr2(struct fsal_obj_handle *fsal_object, bool bypass,
+					 struct state_t *state, struct fsal_attrlist *attrs_set)
+{
+	struct ngnfs_fsal_object *object = ngnfs_fsal_object_of(fsal_object);
+	fsal_status_t status;
+
+	/*
+	 * A size change needs the file open for writing by this state, or no
+	 * conflicting share (NFSv4 SETATTR with a stateid; ganesha already
+	 * checked the caller may write).
+	 */
+	if (FSAL_TEST_MASK(attrs_set->valid_mask, ATTR_SIZE) && fsal_object->type == REGULAR_FILE) {
+		bool has_lock = false;
+		bool closefd = false;
+		bool reusing_open_state_fd = false;
+
+		status = fsal_find_fd(NULL, fsal_object, (struct fsal_fd *)&object->global_fd,
+				      &object->share, bypass, state, FSAL_O_WRITE, NULL, NULL,
+				      &has_lock, &closefd, false, &reusing_open_state_fd);
+		if (FSAL_IS_ERROR(status)) {
+			LogDebug(COMPONENT_FSAL,
+				 "NGNFS: truncate of inode %" PRIu64 " refused by share: %s",
+				 object->handle.ino, msg_fsal_err(status.major));
+			return status;
+		}
+		if (has_lock)
+			PTHREAD_RWLOCK_unlock(&fsal_object->obj_lock);
+	}
+	return ngnfs_fsal_setattr_object(object, attrs_set, NULL);
+}
+
+/*
+ * Linux's may_create / may_delete for the caller: write and search on dir;
+ * with victim (the entry to be removed or replaced) also the sticky bit:
+ * in a sticky directory only root and the owners of the directory or of
+ * the entry may remove it.
+ */
+fsal_status_t ngnfs_fsal_may_change_dir(struct fsal_obj_handle *dir_object,
+					const struct ngnfs_handle *victim)
+{
+	struct ngnfs_fsal_object *dir = ngnfs_fsal_object_of(dir_object);
+	const struct user_cred *creds = &op_ctx->creds;
+	struct ngnfs_attr dir_attr;
+	struct ngnfs_attr victim_attr;
+	fsal_status_t status;
+	int ret;
+
+	status = dir_object->obj_ops->test_access(dir_object,
+						  FSAL_MODE_MASK_SET(FSAL_W_OK) |
+						      FSAL_MODE_MASK_SET(FSAL_X_OK) |
+						      FSAL_ACE4_MASK_SET(FSAL_ACE_PERM_EXECUTE) |
+						      FSAL_ACE4_MASK_SET(FSAL_ACE_PERM_ADD_FILE),
+						  NULL, NULL, false);
+	if (FSAL_IS_ERROR(status))
+		return status;
+	if (victim == NULL || creds->caller_uid == 0)
+		return status;
+
+	ret = ngnfs_getattr(dir->export->fs, &dir->handle, &dir_attr);
+	if (ret < 0)
+		return ngnfs_fsal_status(ret);
+	if (!(dir_attr.mode & S_ISVTX) || dir_attr.uid == creds->caller_uid)
+		return status;
+	ret = ngnfs_getattr(dir->export->fs, victim, &victim_attr);
+	if (ret < 0)
+		return ngnfs_fsal_status(ret);
+	if (victim_attr.uid == creds->caller_uid)
+		return status;
+	return fsalstat(ERR_FSAL_PERM, EPERM);
+}
+
+/*
+ * Creates name in dir with the type and permission bits of mode, owned by
+ * the caller, then applies whatever else attrs_in asks for.
+ */
+static fsal_status_t
+ngnfs_fsal_create_object(struct ngnfs_fsal_object *dir, const char *name, uint32_t mode,
+			 uint64_t rdev, const char *symlink_target, struct fsal_attrlist *attrs_in,
+			 struct fsal_obj_handle **object_out, struct fsal_attrlist *attrs_out)
+{
+	struct ngnfs_fsal_export *export = dir->export;
+	struct ngnfs_fsal_object *object;
+	struct fsal_attrlist rest;
+	struct ngnfs_handle handle;
+	struct ngnfs_attr attr;
+	uint32_t uid = (uint32_t)op_ctx->creds.caller_uid;
+	uint32_t gid = (uint32_t)op_ctx->creds.caller_gid;
+	fsal_status_t status;
+	int ret;
+
+	*object_out = NULL;
+	status = ngnfs_fsal_may_change_dir(&dir->object, NULL);
+	if (FSAL_IS_ERROR(status))
+		return status;
+	if (symlink_target != NULL)
+		ret = ngnfs_symlink(export->fs, &dir->handle, name, symlink_target, uid, gid,
+				    &handle, &attr);
+	else
+		ret = ngnfs_create(export->fs, &dir->handle, name, mode, uid, gid, rdev, &handle,
+				   &attr);
+	if (ret < 0) {
+		if (ret != -EEXIST)
+			LogDebug(COMPONENT_FSAL,
+				 "NGNFS: create of \"%s\" (mode 0%o) in inode %" PRIu64
+				 " failed: %s",
+				 name, mode, dir->handle.ino, ngnfs_last_error());
+		return ngnfs_fsal_status(ret);
+	}
+
+	status = ngnfs_fsal_object_out(export, &handle, &attr, object_out, NULL);
+	object = ngnfs_fsal_object_of(*object_out);
+
+	/* The mode went with the create; the rest is a setattr. */
+	if (attrs_in != NULL) {
+		rest = *attrs_in;
+		rest.valid_mask &= ~(ATTR_MODE | ATTR_RAWDEV | ATTR_TYPE);
+		if (FSAL_TEST_MASK(rest.valid_mask, ATTR_OWNER) && rest.owner == uid)
+			rest.valid_mask &= ~ATTR_OWNER;
+		if (FSAL_TEST_MASK(rest.valid_mask, ATTR_GROUP) && rest.group == gid)
+			rest.valid_mask &= ~ATTR_GROUP;
+		if (rest.valid_mask != 0) {
+			status = ngnfs_fsal_setattr_object(object, &rest, &attr);
+			if (FSAL_IS_ERROR(status)) {
+				LogDebug(COMPONENT_FSAL,
+					 "NGNFS: attributes of new \"%s\" in inode %" PRIu64
+					 " could not be set; removing it",
+					 name, dir->handle.ino);
+				(void)ngnfs_unlink(export->fs, &dir->handle, name);
+				(*object_out)->obj_ops->release(*object_out);
+				*object_out = NULL;
+				return status;
+			}
+		}
+	}
+	if (attrs_out != NULL)
+		ngnfs_fsal_attr_to_fsal(export, &attr, attrs_out);
+	return status;
+}
+
+static uint32_t ngnfs_fsal_create_mode(struct ngnfs_fsal_object *dir,
+				       const struct fsal_attrlist *attrs_in, uint32_t default_mode)
+{
+	uint32_t mode = default_mode;
+
+	if (attrs_in != NULL && FSAL_TEST_MASK(attrs_in->valid_mask, ATTR_MODE))
+		mode = fsal2unix_mode(attrs_in->mode);
+	return mode & ~dir->export->export.exp_ops.fs_umask(&dir->export->export) & 07777;
+}
+
+static fsal_status_t ngnfs_fsal_mkdir(struct fsal_obj_handle *dir_object, const char *name,
+				      struct fsal_attrlist *attrs_in,
+				      struct fsal_obj_handle **object_out,
+				      struct fsal_attrlist *attrs_out)
+{
+	struct ngnfs_fsal_object *dir = ngnfs_fsal_object_of(dir_object);
+
+	return ngnfs_fsal_create_object(dir, name,
+					S_IFDIR | ngnfs_fsal_create_mode(dir, attrs_in, 0755), 0,
+					NULL, attrs_in, object_out, attrs_out);
+}
+
+static fsal_status_t ngnfs_fsal_mknode(struct fsal_obj_handle *dir_object, const char *name,
+				       object_file_type_t nodetype, struct fsal_attrlist *attrs_in,
+				       struct fsal_obj_handle **object_out,
+				       struct fsal_attrlist *attrs_out)
+{
+	struct ngnfs_fsal_object *dir = ngnfs_fsal_object_of(dir_object);
+	uint32_t type;
+	uint64_t rdev = 0;
+
+	switch (nodetype) {
+	case CHARACTER_FILE:
+		type = S_IFCHR;
+		break;
+	case BLOCK_FILE:
+		type = S_IFBLK;
+		break;
+	case SOCKET_FILE:
+		type = S_IFSOCK;
+		break;
+	case FIFO_FILE:
+		type = S_IFIFO;
+		break;
+	default:
+		LogDebug(COMPONENT_FSAL, "NGNFS: mknode of \"%s\": type %d is not a node", name,
+			 nodetype);
+		return fsalstat(ERR_FSAL_BADTYPE, 0);
+	}
+	if ((type == S_IFCHR || type == S_IFBLK) && attrs_in != NULL &&
+	    FSAL_TEST_MASK(attrs_in->valid_mask, ATTR_RAWDEV))
+		rdev = makedev(attrs_in->rawdev.major, attrs_in->rawdev.minor);
+	return ngnfs_fsal_create_object(dir, name,
+					type | ngnfs_fsal_create_mode(dir, attrs_in, 0644), rdev,
+					NULL, attrs_in, object_out, attrs_out);
+}
+
+static fsal_status_t ngnfs_fsal_symlink(struct fsal_obj_handle *dir_object, const char *name,
+					const char *target, struct fsal_attrlist *attrs_in,
+					struct fsal_obj_handle **object_out,
+					struct fsal_attrlist *attrs_out)
+{
+	struct ngnfs_fsal_object *dir = ngnfs_fsal_object_of(dir_object);
+
+	if (strlen(target) > NGNFS_SYMLINK_MAX)
+		return fsalstat(ERR_FSAL_NAMETOOLONG, ENAMETOOLONG);
+	return ngnfs_fsal_create_object(dir, name, S_IFLNK | 0777, 0, target, attrs_in, object_out,
+					attrs_out);
+}
+
+static fsal_status_t ngnfs_fsal_readlink(struct fsal_obj_handle *fsal_object,
+					 struct gsh_buffdesc *link_content, bool refresh)
+{
+	struct ngnfs_fsal_object *object = ngnfs_fsal_object_of(fsal_object);
+	char *buffer;
+	ssize_t length;
+
+	(void)refresh;
+
+	if (fsal_object->type != SYMBOLIC_LINK)
+		return fsalstat(ERR_FSAL_INVAL, EINVAL);
+	buffer = gsh_malloc(NGNFS_SYMLINK_MAX + 1);
+	length = ngnfs_readlink(object->export->fs, &object->handle, buffer, NGNFS_SYMLINK_MAX + 1);
+	if (length < 0) {
+		LogDebug(COMPONENT_FSAL, "NGNFS: readlink of inode %" PRIu64 " failed: %s",
+			 object->handle.ino, ngnfs_last_error());
+		gsh_free(buffer);
+		return ngnfs_fsal_status((int)length);
+	}
+	if (length > NGNFS_SYMLINK_MAX) {
+		LogCrit(COMPONENT_FSAL, "NGNFS: symlink inode %" PRIu64 " has a %zd-byte target",
+			object->handle.ino, length);
+		gsh_free(buffer);
+		return fsalstat(ERR_FSAL_IO, EIO);
+	}
+	buffer[length] = '\0';
+	/* ganesha's convention: the length counts the terminating NUL */
+	link_content->addr = buffer;
+	link_content->len = (size_t)length + 1;
+	return fsalstat(ERR_FSAL_NO_ERROR, 0);
+}
+
+static fsal_status_t ngnfs_fsal_link(struct fsal_obj_handle *fsal_object,
+				     struct fsal_obj_handle *dir_object, const char *name)
+{
+	struct ngnfs_fsal_object *object = ngnfs_fsal_object_of(fsal_object);
+	struct ngnfs_fsal_object *dir = ngnfs_fsal_object_of(dir_object);
+	int ret;
+
+	ret = ngnfs_link(object->export->fs, &object->handle, &dir->handle, name);
+	if (ret < 0 && ret != -EEXIST)
+		LogDebug(COMPONENT_FSAL,
+			 "NGNFS: link of inode %" PRIu64 " as \"%s\" in inode %" PRIu64
+			 " failed: %s",
+			 object->handle.ino, name, dir->handle.ino, ngnfs_last_error());
+	return ngnfs_fsal_status(ret);
+}
+
+static fsal_status_t ngnfs_fsal_rename(struct fsal_obj_handle *fsal_object,
+				       struct fsal_obj_handle *old_dir_object, const char *old_name,
+				       struct fsal_obj_handle *new_dir_object, const char *new_name)
+{
+	struct ngnfs_fsal_object *old_dir = ngnfs_fsal_object_of(old_dir_object);
+	struct ngnfs_fsal_object *new_dir = ngnfs_fsal_object_of(new_dir_object);
+	struct ngnfs_fsal_object *object = ngnfs_fsal_object_of(fsal_object);
+	struct ngnfs_handle target;
+	struct ngnfs_attr attr;
+	fsal_status_t status;
+	int ret;
+
+	status = ngnfs_fsal_may_change_dir(old_dir_object, &object->handle);
+	if (FSAL_IS_ERROR(status))
+		return status;
+	ret = ngnfs_lookup(new_dir->export->fs, &new_dir->handle, new_name, &target, &attr);
+	if (ret < 0 && ret != -ENOENT)
+		return ngnfs_fsal_status(ret);
+	status = ngnfs_fsal_may_change_dir(new_dir_object, ret == 0 ? &target : NULL);
+	if (FSAL_IS_ERROR(status))
+		return status;
+	/* a directory moving to another parent gets a new "..": write on it */
+	if (fsal_object->type == DIRECTORY &&
+	    memcmp(old_dir->wire, new_dir->wire, NGNFS_HANDLE_WIRE_SIZE) != 0) {
+		status = fsal_object->obj_ops->test_access(
+		    fsal_object, FSAL_MODE_MASK_SET(FSAL_W_OK), NULL, NULL, false);
+		if (FSAL_IS_ERROR(status))
+			return status;
+	}
+
+	ret = ngnfs_rename(old_dir->export->fs, &old_dir->handle, old_name, &new_dir->handle,
+			   new_name);
+	if (ret < 0)
+		LogDebug(COMPONENT_FSAL,
+			 "NGNFS: rename of \"%s\" in inode %" PRIu64 " to \"%s\" in inode %" PRIu64
+			 " failed: %s",
+			 old_name, old_dir->handle.ino, new_name, new_dir->handle.ino,
+			 ngnfs_last_error());
+	/*
+	 * RFC 7530 16.26 and 5661 18.26: a target of the other type, or a
+	 * non-empty directory, is NFS4ERR_EXIST (POSIX says EISDIR, ENOTDIR,
+	 * ENOTEMPTY).
+	 */
+	if (ret == -ENOTEMPTY || ret == -EISDIR || ret == -ENOTDIR)
+		return fsalstat(ERR_FSAL_EXIST, (unsigned int)-ret);
+	return ngnfs_fsal_status(ret);
+}
+
+static fsal_status_t ngnfs_fsal_unlink(struct fsal_obj_handle *dir_object,
+				       struct fsal_obj_handle *fsal_object, const char *name)
+{
+	struct ngnfs_fsal_object *dir = ngnfs_fsal_object_of(dir_object);
+	fsal_status_t status;
+	int ret;
+
+	status = ngnfs_fsal_may_change_dir(dir_object, &ngnfs_fsal_object_of(fsal_object)->handle);
+	if (FSAL_IS_ERROR(status))
+		return status;
+	ret = ngnfs_unlink(dir->export->fs, &dir->handle, name);
+	if (ret < 0)
+		LogDebug(COMPONENT_FSAL, "NGNFS: unlink of \"%s\" in inode %" PRIu64 " failed: %s",
+			 name, dir->handle.ino, ngnfs_last_error());
+	return ngnfs_fsal_status(ret);
+}
+
 static fsal_status_t ngnfs_fsal_handle_to_wire(const struct fsal_obj_handle *fsal_object,
 					       fsal_digesttype_t output_type,
 					       struct gsh_buffdesc *wire)
@@ -298,6 +714,9 @@ static void ngnfs_fsal_release(struct fsal_obj_handle *fsal_object)
 {
 	struct ngnfs_fsal_object *object = ngnfs_fsal_object_of(fsal_object);
 
+	if (fsal_object->type == REGULAR_FILE)
+		ngnfs_fsal_object_close_all(object);
+	ngnfs_fsal_up_untrack(object->export, &object->handle);
 	fsal_obj_handle_fini(fsal_object);
 	gsh_free(object);
 }
@@ -309,8 +728,18 @@ void ngnfs_fsal_object_ops_init(struct fsal_obj_ops *ops)
 	ops->lookup = ngnfs_fsal_lookup;
 	ops->readdir = ngnfs_fsal_readdir;
 	ops->getattrs = ngnfs_fsal_getattrs;
+	ops->setattr2 = ngnfs_fsal_setattr2;
+	ops->mkdir = ngnfs_fsal_mkdir;
+	ops->mknode = ngnfs_fsal_mknode;
+	ops->symlink = ngnfs_fsal_symlink;
+	ops->readlink = ngnfs_fsal_readlink;
+	ops->link = ngnfs_fsal_link;
+	ops->rename = ngnfs_fsal_rename;
+	ops->unlink = ngnfs_fsal_unlink;
 	ops->handle_to_wire = ngnfs_fsal_handle_to_wire;
 	ops->handle_to_key = ngnfs_fsal_handle_to_key;
+	ngnfs_fsal_file_ops_init(ops);
+	ngnfs_fsal_xattr_ops_init(ops);
 }
 
 /*

@@ -7,8 +7,10 @@
  *
  * The split is the one ganesha reviewers expect (as in FSAL_MEM and
  * FSAL_CEPH): main.c registers the module and declares the configuration
- * table, export.c holds the export operations, handle.c the object
- * operations, and this header the types they share.
+ * table, export.c holds the export operations, handle.c the namespace and
+ * attribute operations, file.c open files and I/O, xattr.c the NFSv4.2
+ * extended attributes, fsal_up.c the cache invalidations from libcore,
+ * errors.c the errno mapping, and this header the types they share.
  *
  * The FSAL keeps no filesystem state of its own.  An object handle is just
  * libcore's struct ngnfs_handle (inode number plus generation, stable across
@@ -18,8 +20,12 @@
  * as it does for FSAL_CEPH; the FSAL never needs a table of live objects.
  * All filesystem work goes through libcore's native API (libcore/ngnfs.h).
  *
- * XXX: until libcore links, scaffold.c stands in for the ngnfs_* calls the
- * FSAL makes (an empty root directory); see fsal_ngnfs/CMakeLists.txt.
+ * Only the object MDCACHE keeps for a key ever sees open files, so the
+ * share reservation counters and the global file descriptor live in the
+ * object; the per-state descriptors live after the state_t (alloc_state).
+ * A "descriptor" here holds no OS resource: it is the open mode ganesha's
+ * share machinery needs, plus whether it holds one of libcore's open
+ * counts (which keep an unlinked file alive until its last close).
  */
 
 #include "fsal.h"
@@ -47,6 +53,8 @@ extern struct ngnfs_fsal_module ngnfs_fsal_module;
 struct ngnfs_fsal_export_options {
 	/* "host:port,host:port,...", as written in the config */
 	char *devices;
+	/* a device manifest (one host:port a line); exclusive with devices */
+	char *devices_file;
 	/* the same, split; filled by the block's commit step */
 	char **device_addresses;
 	uint16_t device_count;
@@ -62,6 +70,8 @@ extern struct config_block ngnfs_fsal_export_config_block;
 void ngnfs_fsal_export_options_free(struct ngnfs_fsal_export_options *options);
 const char *ngnfs_fsal_durability_name(uint32_t durability);
 
+struct ngnfs_fsal_up_queue;
+
 /* One export: ganesha's fsal_export plus the mounted filesystem. */
 struct ngnfs_fsal_export {
 	struct fsal_export export;
@@ -70,6 +80,18 @@ struct ngnfs_fsal_export {
 	struct ngnfs_handle root;
 	/* every object of this export carries this fsid (from the fs id) */
 	fsal_fsid_t fsid;
+	/* invalidations from libcore waiting for the up-call thread */
+	struct ngnfs_fsal_up_queue *up_queue;
+};
+
+/*
+ * A file descriptor as ganesha's share machinery sees it.  openflags must
+ * be first (ganesha casts state + 1 to struct fsal_fd).  counted says this
+ * descriptor holds one ngnfs_open() count.
+ */
+struct ngnfs_fsal_fd {
+	fsal_openflags_t openflags;
+	bool counted;
 };
 
 /* One object: ganesha's fsal_obj_handle plus libcore's handle. */
@@ -79,6 +101,10 @@ struct ngnfs_fsal_object {
 	struct ngnfs_handle handle;
 	/* ngnfs_handle_to_wire(handle): the NFS handle and the cache key */
 	uint8_t wire[NGNFS_HANDLE_WIRE_SIZE];
+	/* regular files: share reservations and the stateless descriptor,
+	 * both protected by object.obj_lock */
+	struct fsal_share share;
+	struct ngnfs_fsal_fd global_fd;
 };
 
 static inline struct ngnfs_fsal_export *ngnfs_fsal_export_of(struct fsal_export *export)
@@ -98,6 +124,18 @@ fsal_status_t ngnfs_fsal_create_export(struct fsal_module *module, void *parse_n
 
 /* handle.c */
 void ngnfs_fsal_object_ops_init(struct fsal_obj_ops *ops);
+void ngnfs_fsal_attr_to_fsal(const struct ngnfs_fsal_export *export, const struct ngnfs_attr *attr,
+			     struct fsal_attrlist *attrs);
+fsal_status_t ngnfs_fsal_object_out(struct ngnfs_fsal_export *export,
+				    const struct ngnfs_handle *handle,
+				    const struct ngnfs_attr *attr,
+				    struct fsal_obj_handle **object_out,
+				    struct fsal_attrlist *attrs_out);
+fsal_status_t ngnfs_fsal_may_change_dir(struct fsal_obj_handle *dir_object,
+					const struct ngnfs_handle *victim);
+fsal_status_t ngnfs_fsal_setattr_object(struct ngnfs_fsal_object *object,
+					struct fsal_attrlist *attrs_set,
+					struct ngnfs_attr *attr_out);
 fsal_status_t ngnfs_fsal_lookup_path(struct fsal_export *export, const char *path,
 				     struct fsal_obj_handle **object_out,
 				     struct fsal_attrlist *attrs_out);
@@ -105,12 +143,29 @@ fsal_status_t ngnfs_fsal_create_handle(struct fsal_export *export, struct gsh_bu
 				       struct fsal_obj_handle **object_out,
 				       struct fsal_attrlist *attrs_out);
 
-/* A negative errno from libcore as an FSAL status. */
+/* file.c */
+void ngnfs_fsal_file_ops_init(struct fsal_obj_ops *ops);
+struct state_t *ngnfs_fsal_alloc_state(struct fsal_export *export, enum state_type state_type,
+				       struct state_t *related_state);
+void ngnfs_fsal_object_close_all(struct ngnfs_fsal_object *object);
+
+/* xattr.c */
+void ngnfs_fsal_xattr_ops_init(struct fsal_obj_ops *ops);
+
+/* fsal_up.c */
+int ngnfs_fsal_up_start(struct ngnfs_fsal_export *export);
+void ngnfs_fsal_up_stop(struct ngnfs_fsal_export *export);
+void ngnfs_fsal_up_free(struct ngnfs_fsal_export *export);
+void ngnfs_fsal_up_track(struct ngnfs_fsal_export *export, const struct ngnfs_handle *handle);
+void ngnfs_fsal_up_untrack(struct ngnfs_fsal_export *export, const struct ngnfs_handle *handle);
+
+/* errors.c: a negative errno from libcore as an FSAL status. */
+fsal_errors_t ngnfs_fsal_error(int error);
 static inline fsal_status_t ngnfs_fsal_status(int ret)
 {
 	if (ret >= 0)
 		return fsalstat(ERR_FSAL_NO_ERROR, 0);
-	return posix2fsal_status(-ret);
+	return fsalstat(ngnfs_fsal_error(-ret), (unsigned int)-ret);
 }
 
 #endif

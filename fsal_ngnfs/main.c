@@ -11,8 +11,9 @@
  * The options of an export's FSAL block are declared once, in
  * ngnfs_fsal_export_options_items, with their types, ranges and defaults, so that
  * ganesha's own config parser rejects a bad value and names the option.
- * Only what the table cannot say (the syntax of each Devices entry) is
- * checked in the block's commit step, which also names the option.
+ * Only what the table cannot say (exactly one of Devices and Devices_File,
+ * the syntax of each device address, the manifest file's lines) is checked
+ * in the block's commit step, which also names the option and the line.
  *
  * XXX: there is no module-wide (top-level NGNFS { }) block yet; every
  * setting is per export because each export mounts its own filesystem.
@@ -21,6 +22,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -63,7 +66,9 @@ struct ngnfs_fsal_module ngnfs_fsal_module = {
 			.acl_support = 0,
 			.cansettime = true,
 			.homogenous = true,
-			.supported_attrs = ATTRS_POSIX | ATTR_CREATION,
+			/* ATTR4_XATTR: ganesha lets NFSv4.2 xattr operations
+			 * through only when the export claims it */
+			.supported_attrs = ATTRS_POSIX | ATTR_CREATION | ATTR4_XATTR,
 			.maxread = FSAL_MAXIOSIZE,
 			.maxwrite = FSAL_MAXIOSIZE,
 			.umask = 0,
@@ -71,10 +76,9 @@ struct ngnfs_fsal_module ngnfs_fsal_module = {
 			.link_supports_permission_checks = false,
 			.rename_changes_key = false,
 			.readdir_plus = true,
-			/* XXX: NFSv4.2 xattrs reach us once handle.c implements them */
-			.xattr_support = false,
-			/* parents stay cached until an upcall invalidates them; XXX: not
-			 * delivered yet, see the top of export.c */
+			.xattr_support = true,
+			/* parents stay cached until an up-call invalidates them
+			 * (fsal_up.c) */
 			.expire_time_parent = -1,
 		},
 	},
@@ -99,7 +103,9 @@ void ngnfs_fsal_export_options_free(struct ngnfs_fsal_export_options *options)
 		gsh_free(options->device_addresses[i]);
 	gsh_free(options->device_addresses);
 	gsh_free(options->devices);
+	gsh_free(options->devices_file);
 	gsh_free(options->durability_name);
+	options->devices_file = NULL;
 	options->durability_name = NULL;
 	options->device_addresses = NULL;
 	options->device_count = 0;
@@ -127,20 +133,108 @@ static int check_device_address(const char *address)
 	return 0;
 }
 
+/* Adds one checked "host:port" to device_addresses; returns 0 or -EINVAL. */
+static int add_device_address(struct ngnfs_fsal_export_options *options, size_t *capacity,
+			      const char *address, const char *where)
+{
+	if (check_device_address(address) != 0) {
+		LogCrit(COMPONENT_CONFIG, "NGNFS: %s: \"%s\" is not host:port (port 1-65535)",
+			where, address);
+		return -EINVAL;
+	}
+	if (options->device_count == UINT16_MAX) {
+		LogCrit(COMPONENT_CONFIG, "NGNFS: %s: more than %u devices", where, UINT16_MAX);
+		return -EINVAL;
+	}
+	if (options->device_count == *capacity) {
+		*capacity = *capacity ? *capacity * 2 : 8;
+		options->device_addresses =
+		    gsh_realloc(options->device_addresses, *capacity * sizeof(char *));
+	}
+	options->device_addresses[options->device_count++] = gsh_strdup(address);
+	return 0;
+}
+
+/* Devices = "host:port,host:port": returns the number of bad entries. */
+static int parse_devices(struct ngnfs_fsal_export_options *options, size_t *capacity)
+{
+	char *copy = gsh_strdup(options->devices);
+	char *save = NULL;
+	char *entry;
+	int errors = 0;
+
+	for (entry = strtok_r(copy, ", \t", &save); entry != NULL;
+	     entry = strtok_r(NULL, ", \t", &save))
+		errors += add_device_address(options, capacity, entry, "Devices entry") != 0;
+	gsh_free(copy);
+	return errors;
+}
+
 /*
- * Commit step of the FSAL block: splits Devices into device_addresses.
- * Returns the number of errors, as ganesha's config parser expects; each
- * is logged with the option's name.
+ * Devices_File: the device manifest blockd and the admin tool read too
+ * (libcore/manifest.h): one host:port a line in device-index order, blank
+ * lines and '#' comments ignored.  Returns the number of errors.
+ */
+static int parse_devices_file(struct ngnfs_fsal_export_options *options, size_t *capacity)
+{
+	char where[PATH_MAX + 64];
+	char line[1024];
+	unsigned int line_number = 0;
+	int errors = 0;
+	FILE *file;
+
+	file = fopen(options->devices_file, "r");
+	if (file == NULL) {
+		LogCrit(COMPONENT_CONFIG, "NGNFS: Devices_File \"%s\" cannot be opened: %s",
+			options->devices_file, strerror(errno));
+		return 1;
+	}
+	while (fgets(line, sizeof(line), file) != NULL) {
+		char *start = line;
+		char *end;
+
+		line_number++;
+		if (strchr(line, '\n') == NULL && !feof(file)) {
+			LogCrit(COMPONENT_CONFIG, "NGNFS: Devices_File %s line %u is too long",
+				options->devices_file, line_number);
+			errors++;
+			break;
+		}
+		end = strchr(start, '#');
+		if (end != NULL)
+			*end = '\0';
+		while (*start == ' ' || *start == '\t')
+			start++;
+		end = start + strlen(start);
+		while (end > start &&
+		       (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
+			*--end = '\0';
+		if (*start == '\0')
+			continue;
+		snprintf(where, sizeof(where), "Devices_File %s line %u", options->devices_file,
+			 line_number);
+		errors += add_device_address(options, capacity, start, where) != 0;
+	}
+	if (ferror(file)) {
+		LogCrit(COMPONENT_CONFIG, "NGNFS: Devices_File \"%s\" could not be read: %s",
+			options->devices_file, strerror(errno));
+		errors++;
+	}
+	fclose(file);
+	return errors;
+}
+
+/*
+ * Commit step of the FSAL block: checks Durability and turns Devices or
+ * Devices_File (exactly one is required) into device_addresses.  Returns
+ * the number of errors, as ganesha's config parser expects; each is logged
+ * with the option's name.
  */
 static int ngnfs_fsal_export_options_commit(void *node, void *link_mem, void *self_struct,
 					    struct config_error_type *err_type)
 {
 	struct ngnfs_fsal_export_options *options = self_struct;
-	char *copy;
-	char *entry;
-	char *save = NULL;
-	size_t count = 1;
-	const char *c;
+	size_t capacity = 0;
 	int errors = 0;
 
 	(void)node;
@@ -158,39 +252,27 @@ static int ngnfs_fsal_export_options_commit(void *node, void *link_mem, void *se
 		errors++;
 	}
 
-	if (options->devices == NULL) {
-		/* ganesha already reported the missing mandatory option */
-		goto out;
-	}
-
-	for (c = options->devices; *c; c++)
-		count += *c == ',';
-	if (count > UINT16_MAX) {
-		LogCrit(COMPONENT_CONFIG, "NGNFS: Devices lists %zu devices, at most %u allowed",
-			count, UINT16_MAX);
+	if ((options->devices == NULL) == (options->devices_file == NULL)) {
+		LogCrit(COMPONENT_CONFIG,
+			"NGNFS: the FSAL block needs exactly one of Devices and Devices_File (%s)",
+			options->devices == NULL ? "neither is set" : "both are set");
 		errors++;
 		goto out;
 	}
 
-	options->device_addresses = gsh_calloc(count, sizeof(char *));
 	options->device_count = 0;
-	copy = gsh_strdup(options->devices);
-	for (entry = strtok_r(copy, ", \t", &save); entry != NULL;
-	     entry = strtok_r(NULL, ", \t", &save)) {
-		if (check_device_address(entry) != 0) {
-			LogCrit(COMPONENT_CONFIG,
-				"NGNFS: Devices entry \"%s\" is not host:port (port 1-65535)",
-				entry);
-			errors++;
-			continue;
-		}
-		options->device_addresses[options->device_count++] = gsh_strdup(entry);
-	}
-	gsh_free(copy);
+	if (options->devices != NULL)
+		errors += parse_devices(options, &capacity);
+	else
+		errors += parse_devices_file(options, &capacity);
 
-	if (options->device_count == 0) {
-		LogCrit(COMPONENT_CONFIG, "NGNFS: Devices = \"%s\" names no device",
-			options->devices);
+	if (options->device_count == 0 && errors == 0) {
+		if (options->devices != NULL)
+			LogCrit(COMPONENT_CONFIG, "NGNFS: Devices = \"%s\" names no device",
+				options->devices);
+		else
+			LogCrit(COMPONENT_CONFIG, "NGNFS: Devices_File \"%s\" names no device",
+				options->devices_file);
 		errors++;
 	}
 out:
@@ -202,18 +284,12 @@ out:
 static struct config_item ngnfs_fsal_export_options_items[] = {
 	CONF_ITEM_NOOP("name"),
 	/*
-	 * Written out instead of CONF_MAND_STR because that macro in ganesha
-	 * 4.3 forgets .off, which would store the string at offset 0.
+	 * Exactly one of Devices and Devices_File is required; the commit
+	 * step checks that, so neither is CONFIG_MANDATORY.
 	 */
-	{
-	    .name = "Devices",
-	    .type = CONFIG_STRING,
-	    .flags = CONFIG_UNIQUE | CONFIG_MANDATORY,
-	    .u.str.minsize = 1,
-	    .u.str.maxsize = NGNFS_DEVICES_MAX_LENGTH,
-	    .u.str.def = NULL,
-	    .off = offsetof(struct ngnfs_fsal_export_options, devices),
-	},
+	CONF_ITEM_STR("Devices", 1, NGNFS_DEVICES_MAX_LENGTH, NULL, ngnfs_fsal_export_options,
+		      devices),
+	CONF_ITEM_PATH("Devices_File", 1, PATH_MAX, NULL, ngnfs_fsal_export_options, devices_file),
 	/*
 	 * A string checked by the commit step rather than CONF_ITEM_TOKEN:
 	 * ganesha 4.3 only warns about an unknown token and keeps the default,

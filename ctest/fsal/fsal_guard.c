@@ -21,9 +21,18 @@
  *             (fsalngnfs_guard_mismatch): passes only if the plugin loaded
  *             and the guard saw values differ, proving the guard can fail.
  *   options   exports with bad FSAL options (unknown Durability, Cache_Size
- *             out of range, malformed or missing Devices) must be refused
- *             with messages that name the problem, while a good export in
- *             the same config is still created.
+ *             out of range, malformed or missing Devices, both or neither
+ *             of Devices and Devices_File, a missing or malformed manifest)
+ *             and exports whose devices cannot serve (nothing listening
+ *             at the address, a blockd that was never formatted) must be
+ *             refused with messages that name the problem, while a good
+ *             export in the same config (given by Devices_File) is still
+ *             created.
+ *
+ * The exports mount a real filesystem: main() starts a two-device blockd
+ * cluster (ctest/harness/cluster.h) and formats it with ngnfs_mkfs()
+ * before anything else, and a one-device cluster that stays unformatted
+ * for the options mode.
  *
  * Every daemon gets its own temporary folder (config, log, pid file,
  * recovery folder) and its own loopback port (bound to port 0 first, so the
@@ -59,6 +68,9 @@
 #include <arpa/inet.h>
 
 #include <nfsc/libnfs.h>
+
+#include "cluster.h"
+#include "ngnfs.h"
 
 #define EXPORT_ID	 77
 #define EXPORT_PSEUDO	 "/ngnfs"
@@ -274,10 +286,19 @@ static void write_export(FILE *file, unsigned int export_id, const char *pseudo,
 		export_id, pseudo, fsal_options);
 }
 
-static const char good_fsal_options[] = "\t\tDevices = \"127.0.0.1:7001,127.0.0.1:7002\";\n"
-					"\t\tDurability = writeback;\n"
-					"\t\tCache_Size = 67108864;\n"
-					"\t\tWriteback_Interval_Ms = 250;\n";
+static struct ngnfs_test_cluster *cluster;
+static struct ngnfs_test_cluster *unformatted_cluster;
+
+/* The good export's options, filled by main() with the cluster's devices. */
+static char good_fsal_options[4096];
+static char unreachable_options[256];
+static char unformatted_options[256];
+static char unformatted_message[512];
+static char missing_file_options[PATH_MAX];
+static char missing_file_message[PATH_MAX + 64];
+static char bad_file_options[PATH_MAX];
+static char bad_file_message[PATH_MAX + 64];
+static char manifest_path[PATH_MAX];
 
 /* The bad exports of the options mode, and what the log must then say. */
 struct bad_export {
@@ -291,16 +312,18 @@ struct bad_export {
 	const char *option_line;
 };
 
-static const struct bad_export bad_exports[] = {
+static struct bad_export bad_exports[] = {
 	{ 101,
 	  "\t\tDevices = \"127.0.0.1:7001\";\n"
 	  "\t\tDurability = sometimes;\n",
 	  "NGNFS: Durability = \"sometimes\" is neither stable nor writeback", NULL },
 	{ 102, "\t\tDevices = \"127.0.0.1:7001,nocolon\";\n",
-	  "NGNFS: Devices entry \"nocolon\" is not host:port", NULL },
+	  "NGNFS: Devices entry: \"nocolon\" is not host:port", NULL },
 	{ 103, "\t\tDevices = \"127.0.0.1:0\";\n",
-	  "NGNFS: Devices entry \"127.0.0.1:0\" is not host:port", NULL },
-	{ 104, "\t\tDurability = stable;\n", "Mandatory field, Devices is missing", NULL },
+	  "NGNFS: Devices entry: \"127.0.0.1:0\" is not host:port", NULL },
+	{ 104, "\t\tDurability = stable;\n",
+	  "NGNFS: the FSAL block needs exactly one of Devices and Devices_File (neither is set)",
+	  NULL },
 	{ 105,
 	  "\t\tDevices = \"127.0.0.1:7001\";\n"
 	  "\t\tCache_Size = 5;\n",
@@ -309,6 +332,17 @@ static const struct bad_export bad_exports[] = {
 	  "\t\tDevices = \"127.0.0.1:7001\";\n"
 	  "\t\tWriteback_Interval_Ms = 0;\n",
 	  "(0) is out of range", "Writeback_Interval_Ms = 0;" },
+	{ 107,
+	  "\t\tDevices = \"127.0.0.1:7001\";\n"
+	  "\t\tDevices_File = \"/etc/hostname\";\n",
+	  "NGNFS: the FSAL block needs exactly one of Devices and Devices_File (both are set)",
+	  NULL },
+	/* filled by main(): they name the cluster's addresses and files */
+	{ 108, missing_file_options, missing_file_message, NULL },
+	{ 109, bad_file_options, bad_file_message, NULL },
+	{ 110, unreachable_options, "NGNFS: export 110 could not mount Devices = \"127.0.0.1:1\"",
+	  NULL },
+	{ 111, unformatted_options, unformatted_message, NULL },
 };
 
 static int write_config(struct daemon *daemon, enum mode mode)
@@ -353,7 +387,14 @@ static int write_config(struct daemon *daemon, enum mode mode)
 				     bad_exports[i].fsal_options);
 		}
 	}
-	write_export(file, EXPORT_ID, EXPORT_PSEUDO, good_fsal_options);
+	if (mode == MODE_OPTIONS) {
+		char options[PATH_MAX + 64];
+
+		snprintf(options, sizeof(options), "\t\tDevices_File = \"%s\";\n", manifest_path);
+		write_export(file, EXPORT_ID, EXPORT_PSEUDO, options);
+	} else {
+		write_export(file, EXPORT_ID, EXPORT_PSEUDO, good_fsal_options);
+	}
 	if (fclose(file) != 0)
 		return -errno;
 	return 0;
@@ -622,9 +663,13 @@ static bool check_export_line(const struct daemon *daemon)
 {
 	char needle[64];
 	char line[1024];
-	static const char expected[] = "mounted 2 device(s) \"127.0.0.1:7001,127.0.0.1:7002\" "
-				       "durability=writeback cache_size=67108864 "
-				       "writeback_interval_ms=250";
+	char expected[512];
+	const char *const *addresses = ngnfs_test_cluster_addresses(cluster);
+
+	snprintf(expected, sizeof(expected),
+		 "mounted 2 device(s) Devices \"%s,%s\" durability=writeback "
+		 "cache_size=67108864 writeback_interval_ms=250",
+		 addresses[0], addresses[1]);
 
 	snprintf(needle, sizeof(needle), "NGNFS: export %d ", EXPORT_ID);
 	if (!log_line_after(daemon, needle, line, sizeof(line))) {
@@ -901,6 +946,78 @@ static bool watch_checker(pid_t checker, struct daemon *daemon, unsigned int tim
 	return false;
 }
 
+/*
+ * Starts the formatted cluster the good export mounts and, for the options
+ * mode, an unformatted one; fills the option texts that name them.
+ */
+static bool start_clusters(const struct daemon *daemon)
+{
+	struct ngnfs_mkfs_options mkfs = { .device_addresses = NULL };
+	const char *const *addresses;
+	uint8_t fs_id[16];
+	FILE *file;
+	int ret;
+
+	cluster = ngnfs_test_cluster_start(2, "fsal-guard");
+	if (cluster == NULL) {
+		say("FAIL: could not start a blockd cluster");
+		return false;
+	}
+	addresses = ngnfs_test_cluster_addresses(cluster);
+	mkfs.device_addresses = addresses;
+	mkfs.device_count = 2;
+	ret = ngnfs_mkfs(&mkfs, fs_id);
+	if (ret < 0) {
+		say("FAIL: mkfs of %s,%s: %s", addresses[0], addresses[1], ngnfs_last_error());
+		return false;
+	}
+	snprintf(good_fsal_options, sizeof(good_fsal_options),
+		 "\t\tDevices = \"%s,%s\";\n"
+		 "\t\tDurability = writeback;\n"
+		 "\t\tCache_Size = 67108864;\n"
+		 "\t\tWriteback_Interval_Ms = 250;\n",
+		 addresses[0], addresses[1]);
+	snprintf(unreachable_options, sizeof(unreachable_options),
+		 "\t\tDevices = \"127.0.0.1:1\";\n");
+
+	unformatted_cluster = ngnfs_test_cluster_start(1, "fsal-guard-unformatted");
+	if (unformatted_cluster == NULL) {
+		say("FAIL: could not start the unformatted blockd");
+		return false;
+	}
+	snprintf(unformatted_options, sizeof(unformatted_options), "\t\tDevices = \"%s\";\n",
+		 ngnfs_test_cluster_address(unformatted_cluster, 0));
+	/* libcore's reason must reach ganesha's log, not only stderr */
+	snprintf(unformatted_message, sizeof(unformatted_message),
+		 "NGNFS: export 111 could not mount Devices = \"%s\": mount: cannot connect",
+		 ngnfs_test_cluster_address(unformatted_cluster, 0));
+
+	/* the options mode's good export reads the cluster's own manifest */
+	snprintf(manifest_path, sizeof(manifest_path), "%s", ngnfs_test_cluster_manifest(cluster));
+	snprintf(missing_file_options, sizeof(missing_file_options),
+		 "\t\tDevices_File = \"%s/no-such-manifest\";\n", daemon->dir);
+	snprintf(missing_file_message, sizeof(missing_file_message),
+		 "NGNFS: Devices_File \"%s/no-such-manifest\" cannot be opened", daemon->dir);
+	snprintf(bad_file_options, sizeof(bad_file_options),
+		 "\t\tDevices_File = \"%s/bad-manifest\";\n", daemon->dir);
+	snprintf(bad_file_message, sizeof(bad_file_message),
+		 "NGNFS: Devices_File %s/bad-manifest line 3: \"bogus\" is not host:port",
+		 daemon->dir);
+	{
+		char path[PATH_MAX];
+
+		snprintf(path, sizeof(path), "%s/bad-manifest", daemon->dir);
+		file = fopen(path, "w");
+		if (file == NULL) {
+			say("FAIL: cannot write %s: %s", path, strerror(errno));
+			return false;
+		}
+		fprintf(file, "# device 0\n127.0.0.1:7001 # annotated\nbogus\n");
+		fclose(file);
+	}
+	return true;
+}
+
 static void usage(FILE *file)
 {
 	fprintf(file, "usage: fsal_guard --plugin-dir DIR [--mode guard|mismatch|options]\n"
@@ -984,6 +1101,10 @@ int main(int argc, char **argv)
 		say("FAIL: cannot make a temporary folder: %s", strerror(-ret));
 		return 1;
 	}
+	if (!start_clusters(&daemon)) {
+		remove_daemon_dir(&daemon);
+		return 1;
+	}
 	fflush(stdout);
 	checker = fork();
 	if (checker < 0) {
@@ -995,6 +1116,11 @@ int main(int argc, char **argv)
 		_exit(run_checks(&daemon, mode) ? 0 : 1);
 
 	ok = watch_checker(checker, &daemon, time_limit);
+	if (ngnfs_test_cluster_stop(cluster) != 0) {
+		say("FAIL: the blockd cluster did not shut down cleanly");
+		ok = false;
+	}
+	ngnfs_test_cluster_stop(unformatted_cluster);
 	if (keep)
 		say("kept %s", daemon.dir);
 	else

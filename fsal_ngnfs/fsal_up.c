@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Cache invalidation up-calls: what another gateway changed must drop out
+ * of this gateway's MDCACHE.
+ *
+ * libcore tells us (ngnfs_set_invalidate) when a block we had cached is
+ * revoked because another client is about to change it.  It calls us on
+ * its network I/O thread, which must never wait for an operation thread,
+ * while MDCACHE's invalidate up-call takes entry and content locks that a
+ * ganesha worker blocked inside libcore may hold.  So the callback only
+ * records the inode in a table under a mutex that nobody holds for longer
+ * than a table insert or swap, and signals; our own thread swaps the
+ * table out and delivers up_ops->invalidate for each inode, outside any
+ * lock of ours.
+ *
+ * The table coalesces: an inode revoked many times before the thread runs
+ * is delivered once (a directory receiving a burst of creates from
+ * another gateway costs one invalidation per burst, not per entry).  It is
+ * bounded (NGNFS_UP_TABLE_SLOTS); when it is full further invalidations are
+ * counted and dropped, and the drop is logged with the count: MDCACHE's
+ * attribute expiry is then the only bound on staleness for those inodes.
+ *
+ * MDCACHE keys objects by our 16-byte handle (inode number plus
+ * generation), but for blocks other than the inode itself (directory
+ * btree blocks, file data) libcore only knows the owning inode's number.
+ * So we track the generation of every inode we have handed to ganesha, by
+ * reference count (objects are allocated per lookup and released by
+ * MDCACHE); an invalidation for an inode we never handed out is dropped
+ * without calling MDCACHE, since it cannot be cached.
+ *
+ * Every delivered invalidation logs a DEBUG line of component FSAL_UP
+ * ("NGNFS up: invalidated inode ..."), which the coherence test counts.
+ *
+ * XXX:
+ *  - libcore calls us at revocation, i.e. just before the other client's
+ *    change: a request reaching this gateway between the other gateway's
+ *    reply and our thread's delivery (microseconds) can still be served
+ *    from MDCACHE.  Closing that needs the invalidation to be synchronous
+ *    with the grant release, which libcore's I/O thread cannot wait for.
+ *  - a full table drops invalidations instead of flushing MDCACHE (ganesha
+ *    4.3 gives an FSAL no call to do that).
+ */
+
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "fsal.h"
+#include "fsal_up.h"
+#include "FSAL/fsal_commonlib.h"
+
+#include "internal.h"
+
+/* pending inodes: power of two; filled to three quarters at most */
+#define NGNFS_UP_TABLE_SLOTS 8192
+/* generation tracking: buckets of a chained hash */
+#define NGNFS_UP_TRACK_BUCKETS 4096
+
+struct ngnfs_fsal_up_pending {
+	uint64_t ino; /* 0: empty slot */
+	uint64_t generation;
+	bool dir_changed;
+};
+
+struct ngnfs_fsal_up_table {
+	unsigned int count;
+	struct ngnfs_fsal_up_pending slots[NGNFS_UP_TABLE_SLOTS];
+};
+
+struct ngnfs_fsal_up_tracked {
+	struct ngnfs_fsal_up_tracked *next;
+	uint64_t ino;
+	uint64_t generation;
+	uint64_t references;
+};
+
+struct ngnfs_fsal_up_queue {
+	struct ngnfs_fsal_export *export;
+	pthread_t thread;
+	bool thread_started;
+
+	/* protects pending, stopping, dropped; held only for short work */
+	pthread_mutex_t mutex;
+	pthread_cond_t wake;
+	struct ngnfs_fsal_up_table *pending;
+	struct ngnfs_fsal_up_table *spare;
+	bool stopping;
+	uint64_t dropped;
+
+	/* protects tracked */
+	pthread_mutex_t track_mutex;
+	struct ngnfs_fsal_up_tracked *tracked[NGNFS_UP_TRACK_BUCKETS];
+
+	/* only the thread touches these */
+	uint64_t received;
+	uint64_t delivered;
+	uint64_t dropped_logged;
+};
+
+static unsigned int ngnfs_fsal_up_hash(uint64_t ino)
+{
+	return (unsigned int)((ino * 0x9e3779b97f4a7c15ULL) >> 40);
+}
+
+/* libcore's callback; runs on its I/O thread: never waits. */
+static void ngnfs_fsal_up_invalidated(void *arg, const struct ngnfs_handle *handle,
+				      bool dir_changed)
+{
+	struct ngnfs_fsal_up_queue *queue = arg;
+	struct ngnfs_fsal_up_table *table;
+	struct ngnfs_fsal_up_pending *slot;
+	unsigned int i;
+
+	if (handle->ino == 0)
+		return;
+	pthread_mutex_lock(&queue->mutex);
+	table = queue->pending;
+	i = ngnfs_fsal_up_hash(handle->ino) & (NGNFS_UP_TABLE_SLOTS - 1);
+	for (;;) {
+		slot = &table->slots[i];
+		if (slot->ino == handle->ino || slot->ino == 0)
+			break;
+		i = (i + 1) & (NGNFS_UP_TABLE_SLOTS - 1);
+	}
+	if (slot->ino == 0) {
+		if (table->count >= NGNFS_UP_TABLE_SLOTS / 4 * 3) {
+			queue->dropped++;
+			pthread_mutex_unlock(&queue->mutex);
+			return;
+		}
+		slot->ino = handle->ino;
+		slot->generation = 0;
+		slot->dir_changed = false;
+		table->count++;
+	}
+	if (handle->generation != 0)
+		slot->generation = handle->generation;
+	slot->dir_changed |= dir_changed;
+	pthread_cond_signal(&queue->wake);
+	pthread_mutex_unlock(&queue->mutex);
+}
+
+void ngnfs_fsal_up_track(struct ngnfs_fsal_export *export, const struct ngnfs_handle *handle)
+{
+	struct ngnfs_fsal_up_queue *queue = export->up_queue;
+	struct ngnfs_fsal_up_tracked *tracked;
+	unsigned int bucket;
+
+	if (queue == NULL)
+		return;
+	bucket = ngnfs_fsal_up_hash(handle->ino) % NGNFS_UP_TRACK_BUCKETS;
+	pthread_mutex_lock(&queue->track_mutex);
+	for (tracked = queue->tracked[bucket]; tracked != NULL; tracked = tracked->next)
+		if (tracked->ino == handle->ino && tracked->generation == handle->generation)
+			break;
+	if (tracked == NULL) {
+		tracked = gsh_calloc(1, sizeof(*tracked));
+		tracked->ino = handle->ino;
+		tracked->generation = handle->generation;
+		tracked->next = queue->tracked[bucket];
+		queue->tracked[bucket] = tracked;
+	}
+	tracked->references++;
+	pthread_mutex_unlock(&queue->track_mutex);
+}
+
+void ngnfs_fsal_up_untrack(struct ngnfs_fsal_export *export, const struct ngnfs_handle *handle)
+{
+	struct ngnfs_fsal_up_queue *queue = export->up_queue;
+	struct ngnfs_fsal_up_tracked **link;
+	struct ngnfs_fsal_up_tracked *tracked;
+	unsigned int bucket;
+
+	if (queue == NULL)
+		return;
+	bucket = ngnfs_fsal_up_hash(handle->ino) % NGNFS_UP_TRACK_BUCKETS;
+	pthread_mutex_lock(&queue->track_mutex);
+	for (link = &queue->tracked[bucket]; (tracked = *link) != NULL; link = &tracked->next) {
+		if (tracked->ino == handle->ino && tracked->generation == handle->generation) {
+			if (--tracked->references == 0) {
+				*link = tracked->next;
+				gsh_free(tracked);
+			}
+			break;
+		}
+	}
+	pthread_mutex_unlock(&queue->track_mutex);
+}
+
+/*
+ * The generations of ino that ganesha may have cached, into generations
+ * (at most max); a pending entry with a known generation needs no lookup.
+ */
+static unsigned int ngnfs_fsal_up_generations(struct ngnfs_fsal_up_queue *queue, uint64_t ino,
+					      uint64_t *generations, unsigned int max)
+{
+	struct ngnfs_fsal_up_tracked *tracked;
+	unsigned int bucket = ngnfs_fsal_up_hash(ino) % NGNFS_UP_TRACK_BUCKETS;
+	unsigned int count = 0;
+
+	pthread_mutex_lock(&queue->track_mutex);
+	for (tracked = queue->tracked[bucket]; tracked != NULL && count < max;
+	     tracked = tracked->next)
+		if (tracked->ino == ino)
+			generations[count++] = tracked->generation;
+	pthread_mutex_unlock(&queue->track_mutex);
+	return count;
+}
+
+static void ngnfs_fsal_up_deliver(struct ngnfs_fsal_up_queue *queue,
+				  const struct ngnfs_fsal_up_pending *pending)
+{
+	const struct fsal_up_vector *up_ops = queue->export->export.up_ops;
+	struct ngnfs_handle handle;
+	uint8_t wire[NGNFS_HANDLE_WIRE_SIZE];
+	struct gsh_buffdesc key;
+	uint64_t generations[4];
+	unsigned int count;
+	unsigned int i;
+	fsal_status_t status;
+
+	count = ngnfs_fsal_up_generations(queue, pending->ino, generations, 4);
+	for (i = 0; i < count; i++) {
+		if (pending->generation != 0 && generations[i] != pending->generation)
+			continue;
+		handle.ino = pending->ino;
+		handle.generation = generations[i];
+		ngnfs_handle_to_wire(&handle, wire);
+		key.addr = wire;
+		key.len = sizeof(wire);
+		status = up_ops->invalidate(up_ops, &key, FSAL_UP_INVALIDATE_CACHE);
+		if (FSAL_IS_ERROR(status) && status.major != ERR_FSAL_NOENT) {
+			LogMajor(COMPONENT_FSAL_UP,
+				 "NGNFS up: invalidating inode %" PRIu64 ".%" PRIu64 " failed: %s",
+				 handle.ino, handle.generation, msg_fsal_err(status.major));
+			continue;
+		}
+		queue->delivered++;
+		LogDebug(COMPONENT_FSAL_UP,
+			 "NGNFS up: invalidated inode %" PRIu64 ".%" PRIu64 "%s (export %u)",
+			 handle.ino, handle.generation, pending->dir_changed ? " (entries)" : "",
+			 queue->export->export.export_id);
+	}
+}
+
+static void *ngnfs_fsal_up_thread(void *arg)
+{
+	struct ngnfs_fsal_up_queue *queue = arg;
+	struct ngnfs_fsal_up_table *table;
+	uint64_t dropped;
+	unsigned int i;
+
+	/* MDCACHE takes up-calls only once the export is fully set up */
+	up_ready_wait((struct fsal_up_vector *)queue->export->export.up_ops);
+
+	pthread_mutex_lock(&queue->mutex);
+	for (;;) {
+		while (!queue->stopping && queue->pending->count == 0 &&
+		       queue->dropped == queue->dropped_logged)
+			pthread_cond_wait(&queue->wake, &queue->mutex);
+		if (queue->stopping)
+			break;
+		table = queue->pending;
+		queue->pending = queue->spare;
+		queue->spare = NULL;
+		dropped = queue->dropped;
+		pthread_mutex_unlock(&queue->mutex);
+
+		if (dropped != queue->dropped_logged) {
+			LogWarn(COMPONENT_FSAL_UP,
+				"NGNFS up: export %u dropped %" PRIu64
+				" invalidations (table full); those objects stay cached until "
+				"their attributes expire",
+				queue->export->export.export_id, dropped - queue->dropped_logged);
+			queue->dropped_logged = dropped;
+		}
+		for (i = 0; i < NGNFS_UP_TABLE_SLOTS; i++) {
+			if (table->slots[i].ino == 0)
+				continue;
+			queue->received++;
+			ngnfs_fsal_up_deliver(queue, &table->slots[i]);
+		}
+		memset(table, 0, sizeof(*table));
+
+		pthread_mutex_lock(&queue->mutex);
+		queue->spare = table;
+	}
+	pthread_mutex_unlock(&queue->mutex);
+	return NULL;
+}
+
+int ngnfs_fsal_up_start(struct ngnfs_fsal_export *export)
+{
+	struct ngnfs_fsal_up_queue *queue;
+	int ret;
+
+	queue = gsh_calloc(1, sizeof(*queue));
+	queue->export = export;
+	queue->pending = gsh_calloc(1, sizeof(*queue->pending));
+	queue->spare = gsh_calloc(1, sizeof(*queue->spare));
+	pthread_mutex_init(&queue->mutex, NULL);
+	pthread_mutex_init(&queue->track_mutex, NULL);
+	pthread_cond_init(&queue->wake, NULL);
+	export->up_queue = queue;
+
+	ret = pthread_create(&queue->thread, NULL, ngnfs_fsal_up_thread, queue);
+	if (ret != 0) {
+		LogCrit(COMPONENT_FSAL_UP, "NGNFS up: export %u: cannot start the thread: %s",
+			export->export.export_id, strerror(ret));
+		export->up_queue = NULL;
+		gsh_free(queue->pending);
+		gsh_free(queue->spare);
+		gsh_free(queue);
+		return -ret;
+	}
+	queue->thread_started = true;
+	ngnfs_set_invalidate(export->fs, ngnfs_fsal_up_invalidated, queue);
+	return 0;
+}
+
+/*
+ * Stops delivering.  Call before ngnfs_unmount; the queue itself stays
+ * until ngnfs_fsal_up_free (after the unmount), because a libcore I/O
+ * thread may still be inside the callback until then.
+ */
+void ngnfs_fsal_up_stop(struct ngnfs_fsal_export *export)
+{
+	struct ngnfs_fsal_up_queue *queue = export->up_queue;
+
+	if (queue == NULL || !queue->thread_started)
+		return;
+	ngnfs_set_invalidate(export->fs, NULL, NULL);
+	pthread_mutex_lock(&queue->mutex);
+	queue->stopping = true;
+	pthread_cond_signal(&queue->wake);
+	pthread_mutex_unlock(&queue->mutex);
+	up_ready_cancel((struct fsal_up_vector *)export->export.up_ops);
+	pthread_join(queue->thread, NULL);
+	queue->thread_started = false;
+	LogEvent(COMPONENT_FSAL_UP,
+		 "NGNFS up: export %u delivered %" PRIu64 " invalidations for %" PRIu64
+		 " revoked inodes, dropped %" PRIu64,
+		 export->export.export_id, queue->delivered, queue->received, queue->dropped);
+}
+
+void ngnfs_fsal_up_free(struct ngnfs_fsal_export *export)
+{
+	struct ngnfs_fsal_up_queue *queue = export->up_queue;
+	struct ngnfs_fsal_up_tracked *tracked;
+	unsigned int i;
+
+	if (queue == NULL)
+		return;
+	export->up_queue = NULL;
+	for (i = 0; i < NGNFS_UP_TRACK_BUCKETS; i++) {
+		while ((tracked = queue->tracked[i]) != NULL) {
+			queue->tracked[i] = tracked->next;
+			gsh_free(tracked);
+		}
+	}
+	pthread_mutex_destroy(&queue->mutex);
+	pthread_mutex_destroy(&queue->track_mutex);
+	pthread_cond_destroy(&queue->wake);
+	gsh_free(queue->pending);
+	gsh_free(queue->spare);
+	gsh_free(queue);
+}
