@@ -20,7 +20,19 @@
  *
  * The _sync wrappers wait for the completion on the calling thread: for
  * mkfs, repair, tests, and operation threads that hold nothing.  They
- * must never be called from a completion or a callback.
+ * must never be called from a completion or a callback (they refuse with
+ * -EDEADLK on the I/O thread).
+ *
+ * Every asynchronous call either returns 0 and later calls its completion
+ * (once per block for GET, once for a write set), always on the I/O
+ * thread, or returns a negative errno and never calls it.  Requests to a
+ * device without a session fail at once with -ENOTCONN (the client
+ * reconnects in the background; ngnfs_client_device_info() says when it
+ * is back), requests outstanding when a session breaks complete with
+ * -ENOTCONN, and requests unanswered after request_timeout_ms with
+ * -ETIMEDOUT.  A multi-device set whose COMMIT could not be confirmed
+ * within the request timeout completes with -EIO: its outcome is then
+ * decided by the devices (docs/protocol.md), not known to the caller.
  */
 
 #include <stdbool.h>
@@ -39,7 +51,9 @@ struct ngnfs_client_ops {
 	 */
 	void (*revoke)(void *owner, uint64_t blkno, uint8_t access);
 	/*
-	 * The session with a device was lost or re-established.  When
+	 * The session with a device was lost (server_restarted false; all
+	 * its grants are gone) or re-established (server_restarted true when
+	 * the server's instance changed).  When
 	 * server_restarted is true the server's grant table is gone: every
 	 * grant on that device must be reclaimed with a GET that carries the
 	 * cached version.  Runs on the I/O thread.
