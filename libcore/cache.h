@@ -40,6 +40,8 @@ struct ngnfs_cache;
  * client drop or refresh its copy of a block; the filesystem layer turns
  * that into attribute and directory cache invalidations.  data is the
  * copy being dropped (NULL if none); it is only valid during the call.
+ * It runs with the cache's lock held: it must not call into the cache or
+ * start transactions, only note what to invalidate.
  */
 typedef void (*ngnfs_cache_invalidate_fn)(void *arg, uint64_t blkno, const void *data);
 
@@ -57,8 +59,19 @@ struct ngnfs_cache_counters {
 	uint64_t cached_blocks;	   /* now */
 };
 
+/*
+ * The cache must answer the client's revocations and session resets, so
+ * the usual way to start is ngnfs_cache_create_with_client(), which
+ * creates the network client with the cache's ops and owns it (destroyed
+ * with the cache).  ngnfs_cache_create() on a client made elsewhere works
+ * only where no other client shares the blocks (tools on an idle
+ * filesystem): revocations never reach that cache.
+ */
 int ngnfs_cache_create(struct ngnfs_client *client, const struct ngnfs_cache_config *config,
 		       struct ngnfs_cache **cache_out);
+int ngnfs_cache_create_with_client(const struct ngnfs_client_config *client_config,
+				   const struct ngnfs_cache_config *config,
+				   struct ngnfs_cache **cache_out);
 /* Writes back everything dirty, then frees the cache. */
 void ngnfs_cache_destroy(struct ngnfs_cache *cache);
 void ngnfs_cache_set_invalidate(struct ngnfs_cache *cache, ngnfs_cache_invalidate_fn fn,

@@ -1,0 +1,106 @@
+# Tests of the block cache and transactions (libcore/cache.c, txn.c, dirty.c).
+#
+# One program, ctest/cache/test_cache.c, built twice:
+#
+#   test_cache_fake  links the cache with ctest/cache/fake_client.c, an
+#       in-process double of client.h (one fake server with a real grant
+#       table, FIFO queues and revocations, so two caches in one process
+#       revoke each other).  Runs without any server: tests cache.<name>.
+#   test_cache_real  links the real libcore (network client) and starts
+#       blockd processes through ctest/harness/cluster.h: tests
+#       cache.real.<name> (registered DISABLED while blockd is not built).
+#
+# What each test proves:
+#   eviction_bounds_memory           cached data never exceeds cache_bytes while
+#       200 blocks go through a 32-block cache; dirty and read-locked blocks
+#       are never evicted (their contents survive, dirty ones reach the server
+#       on sync).
+#   pressure_writes_back_dirty       64 dirty blocks in a 16-block writeback
+#       cache: memory pressure writes dirty sets back so the bound holds.
+#   dirty_set_merging                blocks dirtied separately leave separately
+#       on a revocation; a transaction touching two sets merges them and a
+#       revocation of one block writes both in a single write.
+#   retry_leaves_no_trace            a function that modifies and then returns
+#       -EAGAIN itself changes nothing; a function stopped by a conflict reruns
+#       from committed state (counter incremented once), counts a retry and
+#       gets the same block back from the allocation pool.
+#   stable_group_commit              64 threads committing at once in stable
+#       mode share far fewer than 64 writes (asserted < 32), and each one's
+#       block is on the server when its ngnfs_txn_run returns.
+#   writeback_flush_within_interval  a writeback-mode write returns before its
+#       write is sent; the flusher sends it when the interval is over (not
+#       before, at most 300 ms late) and the server then has it; sync on a
+#       cache with a 60 s interval writes at once.
+#   revocation_writes_back_before_release  another client reading a dirty block
+#       sees the data, the whole dirty set (other device too) was written
+#       first; a write by the other client invalidates the first one's copy
+#       and the first reads the new data back.
+#   revocation_waits_for_local_lock  a revocation of a block a transaction
+#       holds waits for its unlock while the I/O thread keeps serving others.
+#   abba_transfers_conserve_total    the deadlock test: 2 clients x 4 threads
+#       doing transfers that lock A then B and B then A, plus create/unlink
+#       transactions (ALLOC + directory slot, free + slot cleared), run to
+#       completion; the account total is conserved and every named block holds
+#       its marker.
+#   abba_two_processes               (real only) the same with the second client
+#       in its own process (test_cache_real --abba-worker ADDRESS...), as two
+#       gateways would be.
+#   restart_reclaims_dirty           (real only) blockd of the dirty block's
+#       device is killed and restarted: the client reclaims the write grant at
+#       the block's base version during the grace period and the block is
+#       written; the restarted server has it.
+#   session_reset_regrants_dirty     (fake only) after a session reset a dirty
+#       block is re-granted with its base version and written; if the version
+#       moved, the dirty data is dropped and -ESTALE recorded; a clean copy is
+#       kept and revalidated by a GET answered "unchanged".
+#   write_failure_reported           (fake only) a write the server refuses
+#       (version moved underneath) is returned by sync and recorded once for
+#       ngnfs_cache_take_error in writeback mode, returned by ngnfs_txn_run in
+#       stable mode, and the refused data is dropped.
+#
+# ThreadSanitizer: a separate build folder, e.g.
+#   cmake -S . -B build-tsan -DNGNFS_BUILD_FSAL=OFF -DNGNFS_TSAN=ON
+#   cmake --build build-tsan -j2 --target test_cache_fake
+#   ctest --test-dir build-tsan -R '^cache\.' --output-on-failure
+# The tests set TSAN_OPTIONS=halt_on_error=1 so a race fails the test.  The
+# cache.real.* tests also run blockd under TSan; ctest/cache/tsan.supp drops
+# the reports inside the uninstrumented Debian RocksDB library (TSan cannot
+# see its synchronisation).  CI may or may not run that build.
+
+add_library(ngnfs_cache_test STATIC
+	    ${CMAKE_SOURCE_DIR}/libcore/cache.c
+	    ${CMAKE_SOURCE_DIR}/libcore/txn.c
+	    ${CMAKE_SOURCE_DIR}/libcore/dirty.c
+	    ${NGNFS_TEST_DIR}/cache/fake_client.c)
+target_include_directories(ngnfs_cache_test PUBLIC ${CMAKE_SOURCE_DIR}/libcore
+			   ${NGNFS_TEST_DIR}/cache)
+target_link_libraries(ngnfs_cache_test PUBLIC Threads::Threads)
+
+add_executable(test_cache_fake ${NGNFS_TEST_DIR}/cache/test_cache.c)
+target_link_libraries(test_cache_fake PRIVATE ngnfs_cache_test)
+
+set(NGNFS_CACHE_TESTS
+    eviction_bounds_memory
+    pressure_writes_back_dirty
+    dirty_set_merging
+    retry_leaves_no_trace
+    stable_group_commit
+    writeback_flush_within_interval
+    revocation_writes_back_before_release
+    revocation_waits_for_local_lock
+    abba_transfers_conserve_total)
+
+foreach(test ${NGNFS_CACHE_TESTS} session_reset_regrants_dirty write_failure_reported)
+	add_test(NAME cache.${test} COMMAND test_cache_fake ${test})
+	set_tests_properties(cache.${test} PROPERTIES TIMEOUT 60
+			     ENVIRONMENT "TSAN_OPTIONS=halt_on_error=1")
+endforeach()
+
+add_executable(test_cache_real ${NGNFS_TEST_DIR}/cache/test_cache.c)
+target_compile_definitions(test_cache_real PRIVATE NGNFS_CACHE_TEST_REAL)
+target_link_libraries(test_cache_real PRIVATE ngnfs_core ngnfs_test_harness)
+foreach(test ${NGNFS_CACHE_TESTS} abba_two_processes restart_reclaims_dirty)
+	ngnfs_add_cluster_test(NAME cache.real.${test} COMMAND test_cache_real ${test}
+			       TIMEOUT 120 ENVIRONMENT
+			       "TSAN_OPTIONS=halt_on_error=1 suppressions=${NGNFS_TEST_DIR}/cache/tsan.supp")
+endforeach()

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef NGNFS_TEST_FAKE_CLIENT_H
+#define NGNFS_TEST_FAKE_CLIENT_H
+
+/*
+ * Test control of the in-process client double (fake_client.c): one fake
+ * "server" shared by every fake client of the process, with a block
+ * store, a real grant table (FIFO queue per block, revocations sent to
+ * the conflicting holders) and an allocator, so two caches in one process
+ * revoke each other as two gateways would.
+ */
+
+#include <stdint.h>
+
+#include "client.h"
+
+/* Forget every block, grant and counter; completions arrive write_latency_us late. */
+void fake_server_reset(unsigned int write_latency_us);
+/* WRITE round trips the server applied (one per write_set). */
+uint64_t fake_server_writes(void);
+/*
+ * The session of client with device is lost: grants there are gone.
+ * Returns once the owner's session_reset callback has run.
+ */
+void fake_client_reset_session(struct ngnfs_client *client, uint16_t device);
+/* Overwrite a block on the server (as another client's committed write would). */
+void fake_server_poke(uint64_t blkno, const uint8_t *data);
+
+#endif

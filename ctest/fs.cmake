@@ -1,0 +1,50 @@
+# Tests of the POSIX filesystem on blocks (libcore/btree.c, dir.c, inode.c,
+# namei.c, super.c, fs.c, fsck.c) and the admin tool's fs commands.
+#
+# Every test runs twice: over an in-memory test double of txn.h
+# (ctest/fs/fake_txn.c, linked into a test-only library built from the fs
+# sources, which injects -EAGAIN retries to prove operations re-runnable),
+# and over the real cache, client and blockd processes (cluster tests).
+# directory_1m (a directory of 1,000,000 entries) runs only over the double
+# and carries the label "long".
+
+set(NGNFS_FS_SOURCES_DIR ${CMAKE_SOURCE_DIR}/libcore)
+set(NGNFS_FS_FAKE_SOURCES ${NGNFS_TEST_DIR}/fs/fake_txn.c)
+foreach(source btree dir inode namei super fs fsck data xattr)
+	if(EXISTS ${NGNFS_FS_SOURCES_DIR}/${source}.c)
+		list(APPEND NGNFS_FS_FAKE_SOURCES ${NGNFS_FS_SOURCES_DIR}/${source}.c)
+	endif()
+endforeach()
+add_library(ngnfs_fs_fake STATIC ${NGNFS_FS_FAKE_SOURCES})
+target_include_directories(ngnfs_fs_fake PUBLIC ${NGNFS_FS_SOURCES_DIR} ${NGNFS_TEST_DIR}/fs)
+target_link_libraries(ngnfs_fs_fake PUBLIC PkgConfig::XXHASH PkgConfig::ISAL Threads::Threads)
+
+set(NGNFS_FS_TEST_SOURCES ${NGNFS_TEST_DIR}/fs/test_fs.c ${NGNFS_TEST_DIR}/fs/test_fs_model.c
+			  ${NGNFS_TEST_DIR}/fs/fs_test_util.c
+			  ${NGNFS_TEST_DIR}/fs/test_fs_internal.c)
+add_executable(test_fs_fake ${NGNFS_FS_TEST_SOURCES})
+target_link_libraries(test_fs_fake PRIVATE ngnfs_fs_fake)
+
+add_executable(test_fs_real ${NGNFS_FS_TEST_SOURCES} ${NGNFS_TEST_DIR}/fs/test_fs_multi.c)
+target_compile_definitions(test_fs_real PRIVATE NGNFS_FS_TEST_REAL)
+target_include_directories(test_fs_real PRIVATE ${NGNFS_TEST_DIR}/fs)
+target_link_libraries(test_fs_real PRIVATE ngnfs_core ngnfs_test_harness)
+
+set(NGNFS_FS_TESTS btree_random_vs_reference btree_sequential_splits names link_counts
+		   rename_cases orphan_unlink_open symlinks setattr stale_handles
+		   dirent_collisions readdir_exact readdir_cookies_100k fsck_clean fsck_finds_problems model_random)
+foreach(test ${NGNFS_FS_TESTS})
+	add_test(NAME fs_fake_${test} COMMAND test_fs_fake ${test})
+	set_tests_properties(fs_fake_${test} PROPERTIES TIMEOUT 120)
+	ngnfs_add_cluster_test(NAME fs_real_${test} COMMAND test_fs_real ${test} TIMEOUT 180)
+endforeach()
+# Several client processes on one filesystem: real blockd only.
+foreach(test two_clients_see_each_other concurrent_renames_two_clients rename_subtree_race
+	     tool_commands)
+	ngnfs_add_cluster_test(NAME fs_real_${test} COMMAND test_fs_real ${test} TIMEOUT 180)
+endforeach()
+add_test(NAME fs_fake_directory_1m COMMAND test_fs_fake directory_1m)
+set_tests_properties(fs_fake_directory_1m PROPERTIES TIMEOUT 600 LABELS long)
+# Test paths are built with snprintf into fixed buffers that are large enough.
+target_compile_options(test_fs_fake PRIVATE -Wno-format-truncation)
+target_compile_options(test_fs_real PRIVATE -Wno-format-truncation)

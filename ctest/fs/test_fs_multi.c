@@ -1,0 +1,486 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Several clients on one filesystem (real blockd only): each client is a
+ * forked process with its own mount, so the clients share nothing but
+ * the servers, as two gateways would.
+ *
+ *  - two_clients_see_each_other: in lock step over pipes, each client
+ *    finds what the other created, renamed and removed in the step before.
+ *  - concurrent_renames_two_clients: threads in two clients rename files
+ *    back and forth between the same two directories in opposite orders
+ *    while others create and unlink; every operation must succeed and at
+ *    the end every file is in exactly one place and fsck is clean.
+ *  - rename_subtree_race: two clients at once try to move P under Q and Q
+ *    under P; at most one may succeed, and the tree must stay a tree.
+ *
+ * Children report failure by exit status; the parent then checks the
+ * final state itself and runs fsck.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cluster.h"
+#include "fs_test_util.h"
+
+#define CHILD_TIMEOUT_S 120
+
+struct channel {
+	int to_child[2];
+	int to_parent[2];
+};
+
+static void channel_open(struct channel *channel)
+{
+	CHECK(pipe(channel->to_child) == 0 && pipe(channel->to_parent) == 0, "pipe: %s",
+	      strerror(errno));
+}
+
+static void send_byte(int fd, char byte)
+{
+	CHECK(write(fd, &byte, 1) == 1, "pipe write: %s", strerror(errno));
+}
+
+static char receive_byte(int fd)
+{
+	char byte = 0;
+
+	CHECK(read(fd, &byte, 1) == 1, "pipe read: the other side went away");
+	return byte;
+}
+
+typedef void (*client_fn)(struct ngnfs_fs *fs, int index, int in, int out);
+
+static pid_t spawn_client(client_fn fn, int index, int in, int out)
+{
+	pid_t pid = fork();
+
+	CHECK(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		struct ngnfs_fs *fs;
+
+		test_mark_child();
+		alarm(CHILD_TIMEOUT_S);
+		fs = mount_fs(NGNFS_MOUNT_STABLE);
+		fn(fs, index, in, out);
+		ngnfs_unmount(fs);
+		_exit(0);
+	}
+	return pid;
+}
+
+static void wait_client(pid_t pid, const char *what)
+{
+	int status;
+
+	CHECK(waitpid(pid, &status, 0) == pid, "waitpid: %s", strerror(errno));
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "client %s: expected exit status 0, got %s %d", what,
+	      WIFEXITED(status) ? "exit status" : "signal",
+	      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
+static struct ngnfs_handle dir_named(struct ngnfs_fs *fs, const char *name)
+{
+	struct ngnfs_handle root = root_of(fs), dir;
+
+	EXPECT_RET(lookup(fs, &root, name, &dir), 0);
+	return dir;
+}
+
+/* ---- two_clients_see_each_other ---- */
+
+#define LOCKSTEP_ROUNDS 20
+
+static void lockstep_client(struct ngnfs_fs *fs, int index, int in, int out)
+{
+	struct ngnfs_handle shared = dir_named(fs, "shared"), found;
+	struct ngnfs_attr attr;
+	char name[64], other[64];
+	int round;
+
+	for (round = 0; round < LOCKSTEP_ROUNDS; round++) {
+		if (index == 1 || round > 0)
+			receive_byte(in);
+		/* the other client's work of the previous step must be visible */
+		if (index == 1 || round > 0) {
+			int other_round = index == 1 ? round : round - 1;
+
+			snprintf(other, sizeof(other), "c%d-r%d", 1 - index, other_round);
+			EXPECT_RET(lookup(fs, &shared, other, &found), 0);
+			attr = attr_of(fs, &found);
+			CHECK(attr.size == 0 && (attr.mode & S_IFMT) == S_IFREG,
+			      "client %d: %s has unexpected attributes", index, other);
+			snprintf(other, sizeof(other), "c%d-gone%d", 1 - index, other_round);
+			EXPECT_RET(lookup(fs, &shared, other, NULL), -ENOENT);
+			snprintf(other, sizeof(other), "c%d-renamed%d", 1 - index, other_round);
+			EXPECT_RET(lookup(fs, &shared, other, NULL), 0);
+		}
+		snprintf(name, sizeof(name), "c%d-r%d", index, round);
+		make(fs, &shared, name, S_IFREG | 0644);
+		snprintf(name, sizeof(name), "c%d-gone%d", index, round);
+		make(fs, &shared, name, S_IFREG | 0644);
+		EXPECT_RET(ngnfs_unlink(fs, &shared, name), 0);
+		snprintf(name, sizeof(name), "c%d-tmp%d", index, round);
+		make(fs, &shared, name, S_IFREG | 0644);
+		snprintf(other, sizeof(other), "c%d-renamed%d", index, round);
+		EXPECT_RET(ngnfs_rename(fs, &shared, name, &shared, other), 0);
+		send_byte(out, 'x');
+	}
+	if (index == 0)
+		receive_byte(in);
+}
+
+void test_two_clients_see_each_other(void)
+{
+	struct ngnfs_fs *fs;
+	struct ngnfs_handle root, shared;
+	struct listing listing;
+	int a_to_b[2], b_to_a[2];
+	pid_t a, b;
+
+	start_backend_mkfs(2, "two-clients");
+	fs = mount_fs(NGNFS_MOUNT_STABLE);
+	root = root_of(fs);
+	shared = make(fs, &root, "shared", S_IFDIR | 0755);
+	ngnfs_unmount(fs);
+
+	CHECK(pipe(a_to_b) == 0 && pipe(b_to_a) == 0, "pipe");
+	a = spawn_client(lockstep_client, 0, b_to_a[0], a_to_b[1]);
+	b = spawn_client(lockstep_client, 1, a_to_b[0], b_to_a[1]);
+	wait_client(a, "A");
+	wait_client(b, "B");
+
+	fs = mount_fs(NGNFS_MOUNT_STABLE);
+	list_all(fs, &shared, &listing);
+	CHECK(listing.count == 2 * 2 * LOCKSTEP_ROUNDS,
+	      "shared directory: expected %d entries, got %zu", 4 * LOCKSTEP_ROUNDS, listing.count);
+	listing_free(&listing);
+	check_fsck_clean(fs);
+	ngnfs_unmount(fs);
+	stop_backend();
+}
+
+/* ---- concurrent_renames_two_clients ---- */
+
+#define RENAME_THREADS 3
+#define RENAME_FILES   4
+#define RENAME_ROUNDS  5
+#define CHURN_FILES    40
+
+struct rename_thread {
+	struct ngnfs_fs *fs;
+	int client;
+	int thread;
+	int failures;
+	char message[256];
+};
+
+static void *rename_worker(void *arg)
+{
+	struct rename_thread *worker = arg;
+	struct ngnfs_handle x = dir_named(worker->fs, "x"), y = dir_named(worker->fs, "y");
+	/* client 0 goes x->y first, client 1 y->x first: opposite orders */
+	struct ngnfs_handle *from = worker->client == 0 ? &x : &y;
+	struct ngnfs_handle *to = worker->client == 0 ? &y : &x;
+	char name[64];
+	int round, file, ret;
+
+	for (round = 0; round < RENAME_ROUNDS; round++) {
+		for (file = 0; file < RENAME_FILES; file++) {
+			snprintf(name, sizeof(name), "m%d-%d-%d", worker->client, worker->thread,
+				 file);
+			ret = ngnfs_rename(worker->fs, round % 2 ? to : from, name,
+					   round % 2 ? from : to, name);
+			if (ret < 0 && !worker->failures++)
+				snprintf(worker->message, sizeof(worker->message),
+					 "rename %s round %d: %d (%s)", name, round, ret,
+					 ngnfs_last_error());
+		}
+	}
+	return NULL;
+}
+
+static void *churn_worker(void *arg)
+{
+	struct rename_thread *worker = arg;
+	struct ngnfs_handle x = dir_named(worker->fs, "x"), y = dir_named(worker->fs, "y");
+	char name[64];
+	int file, ret;
+
+	for (file = 0; file < CHURN_FILES; file++) {
+		struct ngnfs_handle *dir = file % 2 ? &x : &y;
+
+		snprintf(name, sizeof(name), "churn%d-%d", worker->client, file);
+		ret = ngnfs_create(worker->fs, dir, name, S_IFREG | 0644, 0, 0, 0, NULL, NULL);
+		if (ret == 0 && file % 3 != 0)
+			ret = ngnfs_unlink(worker->fs, dir, name);
+		if (ret < 0 && !worker->failures++)
+			snprintf(worker->message, sizeof(worker->message), "churn %s: %d (%s)",
+				 name, ret, ngnfs_last_error());
+	}
+	return NULL;
+}
+
+static void rename_client(struct ngnfs_fs *fs, int index, int in, int out)
+{
+	struct rename_thread workers[RENAME_THREADS + 1];
+	pthread_t threads[RENAME_THREADS + 1];
+	int i;
+
+	(void)out;
+	receive_byte(in); /* start together */
+	for (i = 0; i <= RENAME_THREADS; i++) {
+		memset(&workers[i], 0, sizeof(workers[i]));
+		workers[i].fs = fs;
+		workers[i].client = index;
+		workers[i].thread = i;
+		CHECK(pthread_create(&threads[i], NULL,
+				     i == RENAME_THREADS ? churn_worker : rename_worker,
+				     &workers[i]) == 0,
+		      "pthread_create");
+	}
+	for (i = 0; i <= RENAME_THREADS; i++) {
+		pthread_join(threads[i], NULL);
+		CHECK(workers[i].failures == 0, "client %d thread %d: %d failures, first: %s",
+		      index, i, workers[i].failures, workers[i].message);
+	}
+}
+
+void test_concurrent_renames_two_clients(void)
+{
+	struct ngnfs_handle root, x, y;
+	struct ngnfs_fs *fs;
+	struct timespec start, end;
+	int go[2], client, thread, file, in_x, in_y;
+	char name[64];
+	pid_t pids[2];
+
+	start_backend_mkfs(3, "renames");
+	fs = mount_fs(NGNFS_MOUNT_STABLE);
+	root = root_of(fs);
+	x = make(fs, &root, "x", S_IFDIR | 0755);
+	y = make(fs, &root, "y", S_IFDIR | 0755);
+	for (client = 0; client < 2; client++)
+		for (thread = 0; thread < RENAME_THREADS; thread++)
+			for (file = 0; file < RENAME_FILES; file++) {
+				snprintf(name, sizeof(name), "m%d-%d-%d", client, thread, file);
+				make(fs, client == 0 ? &x : &y, name, S_IFREG | 0644);
+			}
+	ngnfs_unmount(fs);
+
+	CHECK(pipe(go) == 0, "pipe");
+	for (client = 0; client < 2; client++)
+		pids[client] = spawn_client(rename_client, client, go[0], -1);
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	send_byte(go[1], 'g');
+	send_byte(go[1], 'g');
+	wait_client(pids[0], "0");
+	wait_client(pids[1], "1");
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	TEST_LOG("%d renames and %d creates in two clients took %.2f s",
+		 2 * RENAME_THREADS * RENAME_FILES * RENAME_ROUNDS, 2 * CHURN_FILES,
+		 (double)(end.tv_sec - start.tv_sec) + (end.tv_nsec - start.tv_nsec) / 1e9);
+
+	fs = mount_fs(NGNFS_MOUNT_STABLE);
+	/* an odd number of rounds: every file ends up on the other side */
+	for (client = 0; client < 2; client++)
+		for (thread = 0; thread < RENAME_THREADS; thread++)
+			for (file = 0; file < RENAME_FILES; file++) {
+				snprintf(name, sizeof(name), "m%d-%d-%d", client, thread, file);
+				in_x = lookup(fs, &x, name, NULL) == 0;
+				in_y = lookup(fs, &y, name, NULL) == 0;
+				CHECK(in_x + in_y == 1, "%s is in %d places", name, in_x + in_y);
+				CHECK(in_x == (client == 1), "%s ended in the wrong directory",
+				      name);
+			}
+	for (client = 0; client < 2; client++)
+		for (file = 0; file < CHURN_FILES; file++) {
+			snprintf(name, sizeof(name), "churn%d-%d", client, file);
+			EXPECT_RET(lookup(fs, file % 2 ? &x : &y, name, NULL),
+				   file % 3 == 0 ? 0 : -ENOENT);
+		}
+	check_fsck_clean(fs);
+	ngnfs_unmount(fs);
+	stop_backend();
+}
+
+/* ---- rename_subtree_race ---- */
+
+#define SUBTREE_RACES 10
+
+static void subtree_client(struct ngnfs_fs *fs, int index, int in, int out)
+{
+	struct ngnfs_handle root = root_of(fs), p, q;
+	char pname[32], qname[32];
+	int race, ret;
+
+	for (race = 0; race < SUBTREE_RACES; race++) {
+		snprintf(pname, sizeof(pname), "p%d", race);
+		snprintf(qname, sizeof(qname), "q%d", race);
+		EXPECT_RET(lookup(fs, &root, pname, &p), 0);
+		EXPECT_RET(lookup(fs, &root, qname, &q), 0);
+		send_byte(out, 'r');
+		receive_byte(in);
+		/* client 0: p into q; client 1: q into p */
+		if (index == 0)
+			ret = ngnfs_rename(fs, &root, pname, &q, pname);
+		else
+			ret = ngnfs_rename(fs, &root, qname, &p, qname);
+		send_byte(out, ret == 0 ? 'y' : ret == -EINVAL || ret == -ENOENT ? 'n' : 'e');
+	}
+}
+
+void test_rename_subtree_race(void)
+{
+	struct ngnfs_handle root, p, q, found;
+	struct ngnfs_fs *fs;
+	struct channel channels[2];
+	char pname[32], qname[32], answers[2];
+	int race, client, successes = 0;
+	pid_t pids[2];
+
+	start_backend_mkfs(2, "subtree-race");
+	fs = mount_fs(NGNFS_MOUNT_STABLE);
+	root = root_of(fs);
+	for (race = 0; race < SUBTREE_RACES; race++) {
+		snprintf(pname, sizeof(pname), "p%d", race);
+		snprintf(qname, sizeof(qname), "q%d", race);
+		make(fs, &root, pname, S_IFDIR | 0755);
+		make(fs, &root, qname, S_IFDIR | 0755);
+	}
+	ngnfs_unmount(fs);
+
+	for (client = 0; client < 2; client++) {
+		channel_open(&channels[client]);
+		pids[client] = spawn_client(subtree_client, client, channels[client].to_child[0],
+					    channels[client].to_parent[1]);
+	}
+	for (race = 0; race < SUBTREE_RACES; race++) {
+		CHECK(receive_byte(channels[0].to_parent[0]) == 'r', "client 0 not ready");
+		CHECK(receive_byte(channels[1].to_parent[0]) == 'r', "client 1 not ready");
+		send_byte(channels[0].to_child[1], 'g');
+		send_byte(channels[1].to_child[1], 'g');
+		answers[0] = receive_byte(channels[0].to_parent[0]);
+		answers[1] = receive_byte(channels[1].to_parent[0]);
+		CHECK(answers[0] != 'e' && answers[1] != 'e',
+		      "race %d: a rename failed with an unexpected error", race);
+		CHECK(!(answers[0] == 'y' && answers[1] == 'y'),
+		      "race %d: both renames succeeded: p and q are now inside each other", race);
+		successes += (answers[0] == 'y') + (answers[1] == 'y');
+	}
+	wait_client(pids[0], "0");
+	wait_client(pids[1], "1");
+	TEST_LOG("%d races: %d renames won, %d refused", SUBTREE_RACES, successes,
+		 2 * SUBTREE_RACES - successes);
+	CHECK(successes == SUBTREE_RACES, "expected exactly one winner per race, got %d in %d",
+	      successes, SUBTREE_RACES);
+
+	fs = mount_fs(NGNFS_MOUNT_STABLE);
+	for (race = 0; race < SUBTREE_RACES; race++) {
+		snprintf(pname, sizeof(pname), "p%d", race);
+		snprintf(qname, sizeof(qname), "q%d", race);
+		/* exactly one of them is still at the root, holding the other */
+		if (lookup(fs, &root, pname, &p) == 0) {
+			EXPECT_RET(lookup(fs, &p, qname, &found), 0);
+			EXPECT_RET(lookup(fs, &root, qname, NULL), -ENOENT);
+		} else {
+			EXPECT_RET(lookup(fs, &root, qname, &q), 0);
+			EXPECT_RET(lookup(fs, &q, pname, &found), 0);
+		}
+	}
+	check_fsck_clean(fs);
+	ngnfs_unmount(fs);
+	stop_backend();
+}
+
+/* ---- the admin tool against real blockd ---- */
+
+static void run_tool(const char *const *argv, int expected_status, const char *output,
+		     char **text)
+{
+	int status;
+
+	CHECK(ngnfs_test_run(argv, output, 60000, &status) == 0, "running %s %s failed", argv[0],
+	      argv[1]);
+	*text = ngnfs_test_read_file(output, NULL);
+	CHECK(*text, "no output from ngnfs %s", argv[1]);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == expected_status,
+	      "ngnfs %s: expected exit status %d, got %d; output:\n%s", argv[1], expected_status,
+	      WIFEXITED(status) ? WEXITSTATUS(status) : -1, *text);
+}
+
+/*
+ * tool_commands: ngnfs mkfs formats the devices (and refuses to format
+ * them again), ngnfs ls lists what a client created, ngnfs stat shows a
+ * path, ngnfs fsck passes on it, and every command has --help.
+ */
+void test_tool_commands(void)
+{
+	const char *tool = getenv("NGNFS_TOOL");
+	char output[4096], *text;
+	struct ngnfs_handle root, dir;
+	struct ngnfs_fs *fs;
+	const char *manifest;
+
+	CHECK(tool, "NGNFS_TOOL is not set (the ngnfs tool is not built)");
+	{
+		const char *argv[] = { tool, "fsck", "--help", NULL };
+
+		snprintf(output, sizeof(output), "/tmp/ngnfs-tool-%d.out", (int)getpid());
+		run_tool(argv, 0, output, &text);
+		CHECK(strstr(text, "usage: ngnfs fsck"), "fsck --help: no usage text:\n%s", text);
+		free(text);
+	}
+	start_backend_unformatted(2, "tool");
+	manifest = test_manifest_path();
+	{
+		const char *argv[] = { tool, "mkfs", "--devices", manifest, NULL };
+
+		run_tool(argv, 0, output, &text);
+		CHECK(strstr(text, "formatting device 2 of 2") && strstr(text, "fs id "),
+		      "mkfs: expected progress and the fs id, got:\n%s", text);
+		free(text);
+		run_tool(argv, 1, output, &text);
+		CHECK(strstr(text, "already formatted"), "second mkfs: expected a refusal, got:\n%s",
+		      text);
+		free(text);
+	}
+	fs = mount_fs(NGNFS_MOUNT_STABLE);
+	root = root_of(fs);
+	dir = make(fs, &root, "projects", S_IFDIR | 0755);
+	make(fs, &dir, "tape-0001.dat", S_IFREG | 0644);
+	ngnfs_unmount(fs);
+	{
+		const char *argv[] = { tool, "ls", "--devices", manifest, "/projects", NULL };
+
+		run_tool(argv, 0, output, &text);
+		CHECK(strstr(text, "tape-0001.dat"), "ls: expected the file, got:\n%s", text);
+		free(text);
+	}
+	{
+		const char *argv[] = { tool, "stat", "--devices", manifest, "/projects", NULL };
+
+		run_tool(argv, 0, output, &text);
+		CHECK(strstr(text, "type         dir") && strstr(text, "links        2"),
+		      "stat: expected a directory with 2 links, got:\n%s", text);
+		free(text);
+	}
+	{
+		const char *argv[] = { tool, "fsck", "--devices", manifest, NULL };
+
+		run_tool(argv, 0, output, &text);
+		CHECK(strstr(text, ": 0 problems"), "fsck: expected 0 problems, got:\n%s", text);
+		free(text);
+	}
+	unlink(output);
+	stop_backend();
+}

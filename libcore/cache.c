@@ -1,0 +1,1200 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The block cache: cached blocks, their grants, the answers to the
+ * server's revocations, the flusher and memory bounds.
+ *
+ * The cache is driven from three sides, and is built so that none of
+ * them ever waits for another while holding anything:
+ *
+ *  - operation threads, through transactions (txn.c), which try-lock
+ *    blocks and otherwise wait here with nothing locked;
+ *  - the network client's I/O thread, which delivers grants, write
+ *    completions, revocations and session resets.  It must never wait
+ *    for an operation thread, so a revocation of a block a transaction
+ *    has locked is only marked (revoke_pending) and finished by the
+ *    transaction's unlock, which comes soon because transactions hold
+ *    locks only while their function runs on the CPU;
+ *  - the flusher thread, which writes dirty sets: at once in stable mode
+ *    (one write for every set committed meanwhile: group commit), within
+ *    writeback_interval_ms in writeback mode, on sync, and when memory is
+ *    short.  The flusher writes in rounds: everything eligible is merged
+ *    into one set per device (single-device sets stay single-device
+ *    WRITEs; merging across devices would buy a two-phase commit) plus
+ *    one for the sets that already span devices, and the next round only
+ *    starts when the last one completed; that is what gathers concurrent
+ *    commits into few writes.  It also re-asks for the grants of dirty
+ *    blocks after a session reset, until the session is back.
+ *
+ * A revoked dirty block writes back its whole dirty set with the release
+ * folded into the write (down to READ, so the set's other blocks keep a
+ * readable copy and readers may go on during the write); a revocation to
+ * NONE then releases the revoked block alone once nobody reads it.
+ *
+ * After a release to NONE the copy is kept, unguarded and unreadable by
+ * transactions, with its version: the next GET sends that version and
+ * the server answers "unchanged" without data if nobody wrote the block
+ * meanwhile.  Such copies are clean and unlocked, so the LRU reclaims them
+ * like any other.
+ *
+ * Memory: the data of cached blocks is bounded by cache_bytes.  Clean,
+ * unlocked blocks are reclaimed oldest first (and released to NONE);
+ * when only dirty or locked blocks remain, the flusher is asked to write
+ * dirty sets so that they become reclaimable, and a transaction about to
+ * fetch a block waits (bounded) for that before it adds to the cache.
+ *
+ * Ordering with the server: a RELEASE is queued with the client while the
+ * cache lock is held, so it always leaves before any later GET of the
+ * same block; and a REVOKE for a block this cache already brought down is
+ * not answered again (our RELEASE crossed it), because a second RELEASE
+ * could arrive after a newer GET and take back what it was granted.
+ *
+ * Failures: a write refused with -EBUSY (a block still pinned to our
+ * previous multi-device set while its participants apply it) is sent
+ * again shortly; any other failure drops the whole set (its blocks are
+ * refetched) and records the error for ngnfs_cache_take_error, and
+ * stable-mode waiters get it.  After a session reset, dirty blocks are
+ * re-granted at their base version for up to CACHE_REGRANT_MS; a moved
+ * version means someone else wrote the block and the set is dropped.
+ *
+ * XXX:
+ *  - A write in flight when its session breaks fails with -ENOTCONN and
+ *    the set is dropped, although a single-device WRITE may have been
+ *    applied; comparing the server's data with ours would tell.
+ *  - A revocation of a block that sits unused in the allocation pool
+ *    (reserved, no cache entry) is answered with a RELEASE, which loses
+ *    the reservation's grant; only a client GETting blocks it was never
+ *    told about can cause that.
+ *  - A transaction that read a block whose set was being written may
+ *    commit changes derived from it before that write is known to have
+ *    succeeded.
+ *  - Private copies of transactions are not counted against cache_bytes.
+ *  - The hash table has a fixed size chosen from cache_bytes.
+ *  - In stable mode a block that is written over and over by one client
+ *    commits once per write round trip: writers of a block whose set is
+ *    being written wait for that write.
+ *  - A session reset while a transaction holds a block locally lets that
+ *    transaction commit into a block without a grant; its write then
+ *    fails and the set is dropped.
+ */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cache-internal.h"
+
+#define CACHE_DEFAULT_BYTES	  (256UL << 20)
+#define CACHE_DEFAULT_INTERVAL_MS 1000
+#define CACHE_DEFAULT_ALLOC_BATCH 64
+#define CACHE_MIN_BLOCKS	  16
+/* Unrelated sets merged by the flusher stay within one WRITE frame. */
+#define CACHE_GROUP_MAX_BLOCKS NGNFS_MSG_MAX_BLOCKS
+#define CACHE_FLUSHER_IDLE_MS  1000
+/* How long a dirty block may wait for its grant after a session reset. */
+#define CACHE_REGRANT_MS       30000
+#define CACHE_REGRANT_RETRY_MS 100
+/* A set refused with -EBUSY (pinned by our previous set) is sent again after this. */
+#define CACHE_BUSY_RETRY_MS 5
+
+static void cache_get_done(void *arg, int status, uint64_t blkno, uint64_t version, uint8_t access,
+			   const uint8_t *data);
+static void revoke_progress(struct ngnfs_cache *cache, struct cache_block *block,
+			    struct cache_action **actions);
+
+uint64_t cache_now_ms(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+}
+
+static void deadline_in_ms(struct timespec *deadline, uint64_t ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, deadline);
+	deadline->tv_sec += ms / 1000;
+	deadline->tv_nsec += (long)(ms % 1000) * 1000000;
+	if (deadline->tv_nsec >= 1000000000) {
+		deadline->tv_sec++;
+		deadline->tv_nsec -= 1000000000;
+	}
+}
+
+const char *cache_access_name(uint8_t access)
+{
+	switch (access) {
+	case NGNFS_ACCESS_NONE:
+		return "none";
+	case NGNFS_ACCESS_READ:
+		return "read";
+	case NGNFS_ACCESS_WRITE:
+		return "write";
+	}
+	return "unknown";
+}
+
+static size_t bucket_of(const struct ngnfs_cache *cache, uint64_t blkno)
+{
+	return (size_t)((blkno * 0x9e3779b97f4a7c15ULL) >> 24) & cache->bucket_mask;
+}
+
+struct cache_block *cache_lookup(struct ngnfs_cache *cache, uint64_t blkno)
+{
+	struct cache_block *block = cache->buckets[bucket_of(cache, blkno)];
+
+	while (block && block->blkno != blkno)
+		block = block->hash_next;
+	return block;
+}
+
+struct cache_block *cache_lookup_create(struct ngnfs_cache *cache, uint64_t blkno)
+{
+	struct cache_block *block = cache_lookup(cache, blkno);
+	size_t bucket;
+
+	if (block)
+		return block;
+	block = calloc(1, sizeof(*block));
+	if (!block)
+		return NULL;
+	block->blkno = blkno;
+	cache_list_init(&block->lru);
+	cache_list_init(&block->set_entry);
+	bucket = bucket_of(cache, blkno);
+	block->hash_next = cache->buckets[bucket];
+	cache->buckets[bucket] = block;
+	return block;
+}
+
+void cache_remove_block(struct ngnfs_cache *cache, struct cache_block *block)
+{
+	struct cache_block **link = &cache->buckets[bucket_of(cache, block->blkno)];
+
+	while (*link && *link != block)
+		link = &(*link)->hash_next;
+	if (*link)
+		*link = block->hash_next;
+	dirty_set_remove_block(cache, block);
+	cache_block_drop_data(cache, block);
+	free(block);
+}
+
+int cache_block_set_data(struct ngnfs_cache *cache, struct cache_block *block, const void *data)
+{
+	if (!block->data) {
+		block->data = malloc(NGNFS_BLOCK_SIZE);
+		if (!block->data)
+			return -ENOMEM;
+		cache->data_blocks++;
+		cache_list_add_tail(&block->lru, &cache->lru);
+	}
+	if (data)
+		memcpy(block->data, data, NGNFS_BLOCK_SIZE);
+	else
+		memset(block->data, 0, NGNFS_BLOCK_SIZE);
+	return 0;
+}
+
+void cache_block_drop_data(struct ngnfs_cache *cache, struct cache_block *block)
+{
+	if (!block->data)
+		return;
+	free(block->data);
+	block->data = NULL;
+	cache->data_blocks--;
+	cache_list_del_init(&block->lru);
+}
+
+void cache_touch(struct ngnfs_cache *cache, struct cache_block *block)
+{
+	if (!block->data)
+		return;
+	cache_list_del_init(&block->lru);
+	cache_list_add_tail(&block->lru, &cache->lru);
+}
+
+pthread_cond_t *cache_waitq(struct ngnfs_cache *cache, uint64_t blkno)
+{
+	return &cache->waitqs[(blkno * 0x9e3779b97f4a7c15ULL) >> 58];
+}
+
+void cache_wake_block(struct ngnfs_cache *cache, uint64_t blkno)
+{
+	pthread_cond_broadcast(cache_waitq(cache, blkno));
+}
+
+void cache_kick_flusher(struct ngnfs_cache *cache)
+{
+	pthread_cond_signal(&cache->flusher_cond);
+}
+
+void cache_record_error(struct ngnfs_cache *cache, int error)
+{
+	if (!cache->first_error)
+		cache->first_error = error;
+}
+
+/*
+ * RELEASE goes out at once, under the cache lock, so that it leaves before
+ * any GET this client sends for the block afterwards: a GET overtaking
+ * the RELEASE would be granted on the old grant and then lose it to the
+ * late RELEASE.  The client only queues the frame; nothing here waits.
+ */
+void cache_send_release(struct ngnfs_cache *cache, uint64_t blkno, uint8_t access)
+{
+	int ret = ngnfs_client_release(cache->client, blkno, access);
+
+	if (ret < 0)
+		ngnfs_cache_log("RELEASE of block %llu (device %u) down to %s failed: %s (%d)\n",
+				(unsigned long long)blkno, ngnfs_blkno_device(blkno),
+				cache_access_name(access), strerror(-ret), ret);
+}
+
+bool cache_add_action(struct cache_action **actions, enum cache_action_type type, uint64_t blkno,
+		      uint8_t access, uint64_t version)
+{
+	struct cache_action *action = calloc(1, sizeof(*action));
+
+	if (!action) {
+		/* The caller tries again on its next pass. */
+		ngnfs_cache_log("no memory to queue GET of block %llu (access %s)\n",
+				(unsigned long long)blkno, cache_access_name(access));
+		return false;
+	}
+	action->type = type;
+	action->blkno = blkno;
+	action->access = access;
+	action->version = version;
+	action->next = *actions;
+	*actions = action;
+	return true;
+}
+
+void cache_add_write_action(struct cache_action **actions, struct dirty_set *set)
+{
+	struct cache_action *action = &set->write_action;
+
+	memset(action, 0, sizeof(*action));
+	action->type = CACHE_ACTION_WRITE;
+	action->set = set;
+	action->next = *actions;
+	*actions = action;
+}
+
+static void cache_write_done(void *arg, int status, const uint64_t *versions);
+
+static void send_write(struct ngnfs_cache *cache, struct dirty_set *set)
+{
+	struct ngnfs_write_set write = {
+		.set_id = 0,
+		.blocks = set->requests,
+		.block_count = set->written_count,
+		.frees = set->written_frees,
+		.free_count = set->written_free_count,
+		.release = set->release,
+		.release_access = set->release_access,
+	};
+	int ret;
+
+	ret = ngnfs_client_write_set(cache->client, &write, cache_write_done, set);
+	if (ret < 0)
+		cache_write_done(set, ret, NULL);
+}
+
+void cache_run_actions(struct ngnfs_cache *cache, struct cache_action *actions)
+{
+	while (actions) {
+		struct cache_action *next = actions->next;
+		struct ngnfs_block_request request;
+		int ret;
+
+		switch (actions->type) {
+		case CACHE_ACTION_GET:
+			request.blkno = actions->blkno;
+			request.version = actions->version;
+			request.access = actions->access;
+			request.data = NULL;
+			ret = ngnfs_client_get(cache->client, &request, 1, cache_get_done, cache);
+			if (ret < 0)
+				cache_get_done(cache, ret, actions->blkno, 0, NGNFS_ACCESS_NONE,
+					       NULL);
+			free(actions);
+			break;
+		case CACHE_ACTION_WRITE:
+			/* Embedded in the set, which the completion may free. */
+			send_write(cache, actions->set);
+			break;
+		}
+		actions = next;
+	}
+}
+
+void cache_start_get(struct ngnfs_cache *cache, struct cache_block *block, uint8_t access)
+{
+	struct ngnfs_block_request request = {
+		.blkno = block->blkno,
+		.version = block->data ? block->version : 0,
+		.access = access,
+	};
+	int ret;
+
+	block->get_access = access;
+	block->get_error = 0;
+	cache->counters.misses++;
+	pthread_mutex_unlock(&cache->lock);
+	ret = ngnfs_client_get(cache->client, &request, 1, cache_get_done, cache);
+	if (ret < 0)
+		cache_get_done(cache, ret, request.blkno, 0, NGNFS_ACCESS_NONE, NULL);
+	pthread_mutex_lock(&cache->lock);
+}
+
+static bool block_evictable(const struct cache_block *block)
+{
+	return block->data && !block->dirty && !block->readers && !block->writer &&
+	       block->get_access == NGNFS_ACCESS_NONE && !block->revoke_pending &&
+	       !block->writeback && !block->regrant && !block->freed;
+}
+
+void cache_make_room(struct ngnfs_cache *cache, size_t extra, struct cache_action **actions)
+{
+	struct cache_list *node = cache->lru.next;
+
+	(void)actions; /* evictions only RELEASE, which goes out at once */
+	while (cache->data_blocks + extra > cache->max_data_blocks && node != &cache->lru) {
+		struct cache_block *block = cache_list_entry(node, struct cache_block, lru);
+
+		node = node->next;
+		if (!block_evictable(block))
+			continue;
+		if (block->access != NGNFS_ACCESS_NONE)
+			cache_send_release(cache, block->blkno, NGNFS_ACCESS_NONE);
+		cache->counters.evictions++;
+		cache_remove_block(cache, block);
+	}
+	if (cache->data_blocks + extra > cache->max_data_blocks &&
+	    !cache_list_empty(&cache->dirty_sets)) {
+		cache->pressure = true;
+		cache_kick_flusher(cache);
+	}
+}
+
+/* Drop every dirty change of the set: its write failed or its base is gone. */
+static void lose_set(struct ngnfs_cache *cache, struct dirty_set *set, int error,
+		     struct cache_action **actions)
+{
+	while (!cache_list_empty(&set->blocks)) {
+		struct cache_block *block =
+		    cache_list_entry(set->blocks.next, struct cache_block, set_entry);
+
+		dirty_set_remove_block(cache, block);
+		block->writeback = false;
+		if (block->regrant)
+			cache->regrants--;
+		block->regrant = false;
+		if (block->freed) {
+			if (block->revoke_pending)
+				cache_send_release(cache, block->blkno, block->revoke_access);
+			cache_wake_block(cache, block->blkno);
+			cache_remove_block(cache, block);
+			continue;
+		}
+		if (cache->invalidate && block->data)
+			cache->invalidate(cache->invalidate_arg, block->blkno, block->data);
+		cache_block_drop_data(cache, block);
+		block->version = 0;
+		if (block->revoke_pending)
+			revoke_progress(cache, block, actions);
+		cache_wake_block(cache, block->blkno);
+	}
+	cache->write_failures++;
+	cache->last_write_error = error;
+	cache_record_error(cache, error);
+	dirty_set_finish_waiters(set, error);
+	dirty_set_free(cache, set);
+	pthread_cond_broadcast(&cache->idle_cond);
+}
+
+/*
+ * Move a pending revocation forward as far as the block's state allows;
+ * whatever still stands in the way (a transaction's lock, a write in
+ * flight) calls this again when it goes.
+ */
+static void revoke_progress(struct ngnfs_cache *cache, struct cache_block *block,
+			    struct cache_action **actions)
+{
+	uint8_t target = block->revoke_access;
+
+	if (!block->revoke_pending)
+		return;
+	if (block->access <= target) {
+		block->revoke_pending = false;
+		cache_wake_block(cache, block->blkno);
+		return;
+	}
+	if (block->dirty) {
+		if (!block->set->writing)
+			dirty_set_try_write(cache, block->set, true, NGNFS_ACCESS_READ, false,
+					    actions);
+		return;
+	}
+	if (block->writer || (target == NGNFS_ACCESS_NONE && block->readers))
+		return;
+	block->access = target;
+	block->revoke_pending = false;
+	if (target == NGNFS_ACCESS_NONE && cache->invalidate && block->data)
+		cache->invalidate(cache->invalidate_arg, block->blkno, block->data);
+	cache_send_release(cache, block->blkno, target);
+	cache_wake_block(cache, block->blkno);
+}
+
+void cache_block_unlocked(struct ngnfs_cache *cache, struct cache_block *block,
+			  struct cache_action **actions)
+{
+	cache_wake_block(cache, block->blkno);
+	if (block->revoke_pending)
+		revoke_progress(cache, block, actions);
+	if (block->set && block->set->flush_wanted && !block->set->writing &&
+	    !dirty_set_write_locked(block->set)) {
+		if (block->set->flush_release)
+			dirty_set_try_write(cache, block->set, true, NGNFS_ACCESS_READ, false,
+					    actions);
+		else
+			cache_kick_flusher(cache);
+	}
+}
+
+static void cache_write_done(void *arg, int status, const uint64_t *versions)
+{
+	struct dirty_set *set = arg;
+	struct ngnfs_cache *cache = set->cache;
+	struct cache_action *actions = NULL;
+	uint32_t i;
+
+	pthread_mutex_lock(&cache->lock);
+	cache->writes_inflight--;
+	if (set->flusher_write) {
+		cache->flusher_inflight--;
+		cache_kick_flusher(cache);
+	}
+	if (status == -EBUSY) {
+		/*
+		 * A block is still pinned to our previous multi-device set,
+		 * whose participants apply it after the commit point: nothing
+		 * was written, so write the set again shortly.
+		 */
+		struct cache_list *node;
+
+		for (node = set->blocks.next; node != &set->blocks; node = node->next) {
+			struct cache_block *block =
+			    cache_list_entry(node, struct cache_block, set_entry);
+
+			block->writeback = false;
+			cache_wake_block(cache, block->blkno);
+		}
+		free(set->requests);
+		free(set->written);
+		free(set->written_frees);
+		set->requests = NULL;
+		set->written = NULL;
+		set->written_frees = NULL;
+		set->writing = false;
+		set->flush_wanted = true;
+		set->flush_release |= set->release;
+		set->not_before_ms = cache_now_ms() + CACHE_BUSY_RETRY_MS;
+		pthread_cond_broadcast(&cache->idle_cond);
+		cache_kick_flusher(cache);
+		pthread_mutex_unlock(&cache->lock);
+		return;
+	}
+	if (status < 0 || (!versions && set->written_count)) {
+		uint64_t first = set->written_count ? set->written[0]->blkno : 0;
+
+		if (!status)
+			status = -EIO;
+		ngnfs_cache_log("writing a dirty set of %u blocks and %u frees (first block %llu "
+				"on device %u) failed: %s (%d); the set's changes are lost\n",
+				set->written_count, set->written_free_count,
+				(unsigned long long)first, ngnfs_blkno_device(first),
+				strerror(-status), status);
+		lose_set(cache, set, status, &actions);
+		pthread_mutex_unlock(&cache->lock);
+		cache_run_actions(cache, actions);
+		return;
+	}
+	for (i = 0; i < set->written_count; i++) {
+		struct cache_block *block = set->written[i];
+
+		block->writeback = false;
+		block->version = versions[i];
+		block->reserved = false;
+		dirty_set_remove_block(cache, block);
+		if (set->release && block->access > set->release_access)
+			block->access = set->release_access;
+		if (block->revoke_pending)
+			revoke_progress(cache, block, &actions);
+		cache_wake_block(cache, block->blkno);
+	}
+	/*
+	 * What is left are the freed blocks: they are gone now, and so is our
+	 * grant on them (released explicitly, so that no server keeps a holder
+	 * for a block this client no longer knows).
+	 */
+	while (!cache_list_empty(&set->blocks)) {
+		struct cache_block *block =
+		    cache_list_entry(set->blocks.next, struct cache_block, set_entry);
+
+		cache_send_release(cache, block->blkno, NGNFS_ACCESS_NONE);
+		cache_wake_block(cache, block->blkno);
+		cache_remove_block(cache, block);
+	}
+	cache->counters.sets_written++;
+	cache->counters.blocks_written += set->written_count;
+	dirty_set_finish_waiters(set, 0);
+	dirty_set_free(cache, set);
+	pthread_cond_broadcast(&cache->idle_cond);
+	cache_make_room(cache, 0, &actions);
+	pthread_mutex_unlock(&cache->lock);
+	cache_run_actions(cache, actions);
+}
+
+static void cache_get_done(void *arg, int status, uint64_t blkno, uint64_t version, uint8_t access,
+			   const uint8_t *data)
+{
+	struct ngnfs_cache *cache = arg;
+	struct cache_action *actions = NULL;
+	struct cache_block *block;
+	bool lost = false;
+
+	pthread_mutex_lock(&cache->lock);
+	block = cache_lookup(cache, blkno);
+	if (!block) {
+		if (status == 0)
+			cache_send_release(cache, blkno, NGNFS_ACCESS_NONE);
+		goto out;
+	}
+	block->get_access = NGNFS_ACCESS_NONE;
+	if (status < 0) {
+		if (block->regrant) {
+			/* The session may not be back yet: the flusher asks again. */
+			if (cache_now_ms() < block->regrant_deadline_ms)
+				goto wake;
+			ngnfs_cache_log("reclaiming write access to dirty block %llu on device %u "
+					"failed: %s (%d); its dirty set is lost\n",
+					(unsigned long long)blkno, ngnfs_blkno_device(blkno),
+					strerror(-status), status);
+			lose_set(cache, block->set, status, &actions);
+		}
+		block->get_error = status;
+		goto wake;
+	}
+	if (data) {
+		if (block->regrant && version != block->version) {
+			ngnfs_cache_log(
+			    "dirty block %llu on device %u was based on version %llu "
+			    "but the server has %llu after the session reset: the dirty set "
+			    "is lost\n",
+			    (unsigned long long)blkno, ngnfs_blkno_device(blkno),
+			    (unsigned long long)block->version, (unsigned long long)version);
+			lost = true;
+		}
+		if (block->data && block->version != version && cache->invalidate)
+			cache->invalidate(cache->invalidate_arg, blkno, block->data);
+		if (lost)
+			lose_set(cache, block->set, -ESTALE, &actions);
+		if (block->dirty) {
+			/* Re-granted at its base version: the dirty copy is the newer one. */
+		} else if (cache_block_set_data(cache, block, data) < 0) {
+			block->get_error = -ENOMEM;
+			block->version = 0;
+			cache_send_release(cache, blkno, NGNFS_ACCESS_NONE);
+			block->access = NGNFS_ACCESS_NONE;
+			goto wake;
+		}
+	} else if (!block->data && version == 0) {
+		/* We asked with version 0: a block never written, all zeros. */
+		if (cache_block_set_data(cache, block, NULL) < 0) {
+			block->get_error = -ENOMEM;
+			block->access = access;
+			goto wake;
+		}
+	} else if (!block->data) {
+		/*
+		 * "Unchanged" for a copy we no longer have (dropped while the
+		 * GET was in flight): forget the version so the next GET
+		 * fetches the data.
+		 */
+		block->version = 0;
+		block->access = access;
+		goto wake;
+	} else {
+		cache->counters.revalidated++;
+	}
+	if (block->regrant) {
+		block->regrant = false;
+		cache->regrants--;
+	}
+	block->version = version;
+	block->access = access;
+	cache_touch(cache, block);
+	if (block->set && block->set->flush_wanted)
+		cache_kick_flusher(cache);
+	if (block->revoke_pending)
+		revoke_progress(cache, block, &actions);
+	cache_make_room(cache, 0, &actions);
+wake:
+	cache_wake_block(cache, blkno);
+out:
+	pthread_mutex_unlock(&cache->lock);
+	cache_run_actions(cache, actions);
+}
+
+static void cache_revoke(void *owner, uint64_t blkno, uint8_t access)
+{
+	struct ngnfs_cache *cache = owner;
+	struct cache_action *actions = NULL;
+	struct cache_block *block;
+
+	pthread_mutex_lock(&cache->lock);
+	cache->counters.revokes++;
+	block = cache_lookup(cache, blkno);
+	if (!block) {
+		/*
+		 * Not cached (every removal released it already, so this is
+		 * stale or a freed block): answering costs nothing and cannot
+		 * overtake a GET, because a block with a GET in flight is cached.
+		 */
+		cache_send_release(cache, blkno, access);
+	} else if (block->access <= access) {
+		/*
+		 * Already down there: our RELEASE crossed this REVOKE.  Answering
+		 * again would be wrong: it could reach the server after a GET we
+		 * sent since and take back what that GET was granted.
+		 */
+	} else {
+		if (!block->revoke_pending || access < block->revoke_access)
+			block->revoke_access = access;
+		block->revoke_pending = true;
+		revoke_progress(cache, block, &actions);
+	}
+	pthread_mutex_unlock(&cache->lock);
+	cache_run_actions(cache, actions);
+}
+
+static void cache_session_reset(void *owner, uint16_t device, bool server_restarted)
+{
+	struct ngnfs_cache *cache = owner;
+	struct cache_action *actions = NULL;
+	unsigned int reclaim = 0;
+	size_t bucket;
+
+	pthread_mutex_lock(&cache->lock);
+	if (device < cache->device_count)
+		cache->pools[device].count = 0;
+	for (bucket = 0; bucket <= cache->bucket_mask; bucket++) {
+		struct cache_block *block;
+
+		for (block = cache->buckets[bucket]; block; block = block->hash_next) {
+			if (ngnfs_blkno_device(block->blkno) != device || block->writeback)
+				continue;
+			block->revoke_pending = false;
+			if (block->dirty) {
+				/* Freed ones too: the free needs the write grant. */
+				block->access = NGNFS_ACCESS_NONE;
+				reclaim++;
+				if (!block->regrant)
+					cache->regrants++;
+				block->regrant = true;
+				block->regrant_deadline_ms = cache_now_ms() + CACHE_REGRANT_MS;
+			} else {
+				/* Clean copies stay for revalidation. */
+				block->access = NGNFS_ACCESS_NONE;
+			}
+			cache_wake_block(cache, block->blkno);
+		}
+	}
+	if (reclaim)
+		ngnfs_cache_log("session with device %u reset (%s): reclaiming write access "
+				"to %u dirty blocks at their base versions\n",
+				device, server_restarted ? "server restarted" : "session lost",
+				reclaim);
+	/* The flusher sends the GETs, again and again until the session is back. */
+	cache_kick_flusher(cache);
+	pthread_mutex_unlock(&cache->lock);
+	cache_run_actions(cache, actions);
+}
+
+static const struct ngnfs_client_ops cache_client_ops = {
+	.revoke = cache_revoke,
+	.session_reset = cache_session_reset,
+};
+
+void cache_pool_push(struct ngnfs_cache *cache, uint16_t device, uint64_t blkno, uint64_t version)
+{
+	struct alloc_pool *pool = &cache->pools[device];
+
+	if (pool->count == pool->capacity) {
+		uint32_t capacity = pool->capacity ? pool->capacity * 2 : 64;
+		uint64_t *blknos = realloc(pool->blknos, capacity * sizeof(*blknos));
+		uint64_t *versions;
+
+		if (!blknos)
+			return;
+		pool->blknos = blknos;
+		versions = realloc(pool->versions, capacity * sizeof(*versions));
+		if (!versions)
+			return;
+		pool->versions = versions;
+		pool->capacity = capacity;
+	}
+	pool->blknos[pool->count] = blkno;
+	pool->versions[pool->count] = version;
+	pool->count++;
+}
+
+void cache_refill_pool(struct ngnfs_cache *cache, uint16_t device)
+{
+	struct alloc_pool *pool = &cache->pools[device];
+	uint32_t batch = cache->alloc_batch;
+	uint64_t *blknos = calloc(batch, sizeof(*blknos));
+	uint64_t *versions = calloc(batch, sizeof(*versions));
+	uint32_t allocated = 0;
+	uint32_t i;
+	int ret;
+
+	if (!blknos || !versions) {
+		free(blknos);
+		free(versions);
+		pool->error = -ENOMEM;
+		return;
+	}
+	pool->refilling = true;
+	pthread_mutex_unlock(&cache->lock);
+	ret = ngnfs_client_alloc_sync(cache->client, device, batch, blknos, versions, &allocated);
+	pthread_mutex_lock(&cache->lock);
+	pool->refilling = false;
+	if (ret == 0 && allocated == 0)
+		ret = -ENOSPC;
+	if (ret < 0) {
+		ngnfs_cache_log("ALLOC of %u blocks on device %u failed: %s (%d)\n", batch, device,
+				strerror(-ret), ret);
+		pool->error = ret;
+	}
+	for (i = 0; i < allocated; i++)
+		cache_pool_push(cache, device, blknos[i], versions[i]);
+	cache_wake_block(cache, device);
+	free(blknos);
+	free(versions);
+}
+
+/* The one device all of a set's blocks and frees live on, or device_count if several. */
+static uint16_t set_device(const struct ngnfs_cache *cache, const struct dirty_set *set)
+{
+	const struct cache_list *node;
+	int device = -1;
+	uint32_t i;
+
+	for (node = set->blocks.next; node != &set->blocks; node = node->next) {
+		const struct cache_block *block =
+		    cache_list_entry(node, struct cache_block, set_entry);
+		int this_device = ngnfs_blkno_device(block->blkno);
+
+		if (device >= 0 && device != this_device)
+			return cache->device_count;
+		device = this_device;
+	}
+	for (i = 0; i < set->free_count; i++) {
+		int this_device = ngnfs_blkno_device(set->frees[i]);
+
+		if (device >= 0 && device != this_device)
+			return cache->device_count;
+		device = this_device;
+	}
+	return device < 0 || device >= cache->device_count ? cache->device_count : (uint16_t)device;
+}
+
+/*
+ * Sets the flusher may write now, merged into groups: one per device for
+ * sets that live on a single device (one WRITE each, no two-phase
+ * commit), and one for the sets that span devices (they pay for the
+ * two-phase commit anyway).  Merging single-device sets of different
+ * devices would turn cheap WRITEs into a multi-device commit.  Fills
+ * groups[0..device_count] and returns how many are non-empty.
+ */
+static size_t flusher_gather(struct ngnfs_cache *cache, uint64_t now, uint64_t *next_deadline,
+			     struct dirty_set **groups)
+{
+	bool stable = cache->durability == NGNFS_DURABILITY_STABLE;
+	struct dirty_set **eligible;
+	struct cache_list *node;
+	size_t count = 0;
+	size_t total = 0;
+	size_t found = 0;
+	size_t i;
+
+	for (i = 0; i <= cache->device_count; i++)
+		groups[i] = NULL;
+	for (node = cache->dirty_sets.next; node != &cache->dirty_sets; node = node->next)
+		total++;
+	if (!total)
+		return 0;
+	eligible = calloc(total, sizeof(*eligible));
+	if (!eligible)
+		return 0;
+	for (node = cache->dirty_sets.next; node != &cache->dirty_sets; node = node->next) {
+		struct dirty_set *set = cache_list_entry(node, struct dirty_set, entry);
+		uint64_t due = set->first_dirty_ms + cache->writeback_interval_ms;
+
+		if (set->writing)
+			continue;
+		if (set->not_before_ms > now) {
+			if (set->not_before_ms < *next_deadline)
+				*next_deadline = set->not_before_ms;
+			continue;
+		}
+		if (!(stable || set->waiters || set->birth_seq <= cache->sync_seq ||
+		      cache->pressure || set->flush_wanted || due <= now)) {
+			if (due < *next_deadline)
+				*next_deadline = due;
+			continue;
+		}
+		if (dirty_set_write_locked(set) || dirty_set_regranting(set)) {
+			/* The unlock (or the grant) kicks the flusher again. */
+			set->flush_wanted = true;
+			continue;
+		}
+		eligible[count++] = set;
+	}
+	for (i = 0; i < count; i++) {
+		uint16_t device = set_device(cache, eligible[i]);
+		struct dirty_set *group = groups[device];
+
+		if (!group) {
+			groups[device] = eligible[i];
+			found++;
+			continue;
+		}
+		if (group->block_count + eligible[i]->block_count > CACHE_GROUP_MAX_BLOCKS)
+			continue;
+		groups[device] = dirty_set_merge(cache, group, eligible[i]);
+	}
+	free(eligible);
+	return found;
+}
+
+/* Ask again for the write grants of dirty blocks a session reset took away. */
+static void flusher_regrant(struct ngnfs_cache *cache, struct cache_action **actions)
+{
+	struct cache_list *node;
+
+	for (node = cache->dirty_sets.next; node != &cache->dirty_sets; node = node->next) {
+		struct dirty_set *set = cache_list_entry(node, struct dirty_set, entry);
+		struct cache_list *entry;
+
+		for (entry = set->blocks.next; entry != &set->blocks; entry = entry->next) {
+			struct cache_block *block =
+			    cache_list_entry(entry, struct cache_block, set_entry);
+
+			if (!block->regrant || block->get_access != NGNFS_ACCESS_NONE)
+				continue;
+			if (cache_add_action(actions, CACHE_ACTION_GET, block->blkno,
+					     NGNFS_ACCESS_WRITE, block->version))
+				block->get_access = NGNFS_ACCESS_WRITE;
+		}
+	}
+}
+
+static void *flusher_main(void *arg)
+{
+	struct ngnfs_cache *cache = arg;
+
+	pthread_mutex_lock(&cache->lock);
+	while (!cache->stopping) {
+		uint64_t now = cache_now_ms();
+		uint64_t next_deadline = now + CACHE_FLUSHER_IDLE_MS;
+		struct timespec deadline;
+
+		if (cache->regrants) {
+			struct cache_action *actions = NULL;
+
+			flusher_regrant(cache, &actions);
+			next_deadline = now + CACHE_REGRANT_RETRY_MS;
+			if (actions) {
+				pthread_mutex_unlock(&cache->lock);
+				cache_run_actions(cache, actions);
+				pthread_mutex_lock(&cache->lock);
+			}
+		}
+
+		/*
+		 * One round of writes at a time: what commits while a round is
+		 * in flight waits for the next one and shares its writes.
+		 */
+		if (!cache->flusher_inflight) {
+			struct cache_action *actions = NULL;
+			size_t i;
+
+			if (cache_list_empty(&cache->dirty_sets))
+				cache->pressure = false;
+			if (flusher_gather(cache, now, &next_deadline, cache->flusher_groups)) {
+				for (i = 0; i <= cache->device_count; i++) {
+					struct dirty_set *set = cache->flusher_groups[i];
+
+					if (set &&
+					    dirty_set_try_write(cache, set, false,
+								NGNFS_ACCESS_NONE, true, &actions))
+						cache->flusher_inflight++;
+				}
+			}
+			if (actions) {
+				/* Whoever still needs room asks again. */
+				cache->pressure = false;
+				pthread_mutex_unlock(&cache->lock);
+				cache_run_actions(cache, actions);
+				pthread_mutex_lock(&cache->lock);
+				continue;
+			}
+		}
+		deadline_in_ms(&deadline, next_deadline > now ? next_deadline - now : 1);
+		pthread_cond_timedwait(&cache->flusher_cond, &cache->lock, &deadline);
+	}
+	pthread_mutex_unlock(&cache->lock);
+	return NULL;
+}
+
+static int cache_init(struct ngnfs_cache **cache_out, const struct ngnfs_cache_config *config)
+{
+	struct ngnfs_cache *cache = calloc(1, sizeof(*cache));
+	pthread_condattr_t attr;
+	size_t buckets = 1024;
+	int i;
+
+	if (!cache)
+		return -ENOMEM;
+	cache->cache_bytes =
+	    config && config->cache_bytes ? config->cache_bytes : CACHE_DEFAULT_BYTES;
+	cache->durability = config ? config->durability : NGNFS_DURABILITY_STABLE;
+	cache->writeback_interval_ms = config && config->writeback_interval_ms
+					   ? config->writeback_interval_ms
+					   : CACHE_DEFAULT_INTERVAL_MS;
+	cache->alloc_batch =
+	    config && config->alloc_batch ? config->alloc_batch : CACHE_DEFAULT_ALLOC_BATCH;
+	if (cache->durability != NGNFS_DURABILITY_STABLE &&
+	    cache->durability != NGNFS_DURABILITY_WRITEBACK) {
+		ngnfs_cache_log("creating the cache: unknown durability mode %d\n",
+				(int)cache->durability);
+		free(cache);
+		return -EINVAL;
+	}
+	cache->max_data_blocks = cache->cache_bytes / NGNFS_BLOCK_SIZE;
+	if (cache->max_data_blocks < CACHE_MIN_BLOCKS)
+		cache->max_data_blocks = CACHE_MIN_BLOCKS;
+	while (buckets < cache->max_data_blocks && buckets < (1UL << 22))
+		buckets <<= 1;
+	cache->buckets = calloc(buckets, sizeof(*cache->buckets));
+	if (!cache->buckets) {
+		free(cache);
+		return -ENOMEM;
+	}
+	cache->bucket_mask = buckets - 1;
+	cache_list_init(&cache->lru);
+	cache_list_init(&cache->dirty_sets);
+	pthread_mutex_init(&cache->lock, NULL);
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	for (i = 0; i < NGNFS_CACHE_WAITQS; i++)
+		pthread_cond_init(&cache->waitqs[i], &attr);
+	pthread_cond_init(&cache->flusher_cond, &attr);
+	pthread_cond_init(&cache->idle_cond, &attr);
+	pthread_condattr_destroy(&attr);
+	*cache_out = cache;
+	return 0;
+}
+
+static int cache_start(struct ngnfs_cache *cache)
+{
+	int ret;
+
+	cache->device_count = ngnfs_client_device_count(cache->client);
+	cache->pools = calloc(cache->device_count ? cache->device_count : 1, sizeof(*cache->pools));
+	cache->flusher_groups =
+	    calloc((size_t)cache->device_count + 1, sizeof(*cache->flusher_groups));
+	if (!cache->pools || !cache->flusher_groups)
+		return -ENOMEM;
+	ret = pthread_create(&cache->flusher, NULL, flusher_main, cache);
+	if (ret)
+		return -ret;
+	cache->flusher_started = true;
+	return 0;
+}
+
+static void cache_free(struct ngnfs_cache *cache)
+{
+	size_t bucket;
+	int i;
+
+	for (bucket = 0; bucket <= cache->bucket_mask; bucket++) {
+		while (cache->buckets[bucket])
+			cache_remove_block(cache, cache->buckets[bucket]);
+	}
+	while (!cache_list_empty(&cache->dirty_sets))
+		dirty_set_free(cache,
+			       cache_list_entry(cache->dirty_sets.next, struct dirty_set, entry));
+	for (i = 0; cache->pools && i < cache->device_count; i++) {
+		free(cache->pools[i].blknos);
+		free(cache->pools[i].versions);
+	}
+	free(cache->pools);
+	free(cache->flusher_groups);
+	for (i = 0; i < NGNFS_CACHE_WAITQS; i++)
+		pthread_cond_destroy(&cache->waitqs[i]);
+	pthread_cond_destroy(&cache->flusher_cond);
+	pthread_cond_destroy(&cache->idle_cond);
+	pthread_mutex_destroy(&cache->lock);
+	free(cache->buckets);
+	free(cache);
+}
+
+int ngnfs_cache_create(struct ngnfs_client *client, const struct ngnfs_cache_config *config,
+		       struct ngnfs_cache **cache_out)
+{
+	struct ngnfs_cache *cache;
+	int ret;
+
+	ret = cache_init(&cache, config);
+	if (ret < 0)
+		return ret;
+	cache->client = client;
+	ret = cache_start(cache);
+	if (ret < 0) {
+		cache_free(cache);
+		return ret;
+	}
+	*cache_out = cache;
+	return 0;
+}
+
+int ngnfs_cache_create_with_client(const struct ngnfs_client_config *client_config,
+				   const struct ngnfs_cache_config *config,
+				   struct ngnfs_cache **cache_out)
+{
+	struct ngnfs_cache *cache;
+	int ret;
+
+	ret = cache_init(&cache, config);
+	if (ret < 0)
+		return ret;
+	ret = ngnfs_client_create(client_config, &cache_client_ops, cache, &cache->client);
+	if (ret < 0) {
+		cache_free(cache);
+		return ret;
+	}
+	cache->owns_client = true;
+	ret = cache_start(cache);
+	if (ret < 0) {
+		ngnfs_client_destroy(cache->client);
+		cache_free(cache);
+		return ret;
+	}
+	*cache_out = cache;
+	return 0;
+}
+
+void ngnfs_cache_destroy(struct ngnfs_cache *cache)
+{
+	int ret;
+
+	if (!cache)
+		return;
+	ret = ngnfs_cache_sync(cache);
+	if (ret < 0)
+		ngnfs_cache_log("destroying the cache: writing back dirty sets failed: %s (%d)\n",
+				strerror(-ret), ret);
+	pthread_mutex_lock(&cache->lock);
+	cache->stopping = true;
+	cache_kick_flusher(cache);
+	pthread_mutex_unlock(&cache->lock);
+	if (cache->flusher_started)
+		pthread_join(cache->flusher, NULL);
+	/* Revocation writes may still be in flight; their completions use the cache. */
+	pthread_mutex_lock(&cache->lock);
+	while (cache->writes_inflight)
+		pthread_cond_wait(&cache->idle_cond, &cache->lock);
+	pthread_mutex_unlock(&cache->lock);
+	if (cache->owns_client)
+		ngnfs_client_destroy(cache->client);
+	cache_free(cache);
+}
+
+void ngnfs_cache_set_invalidate(struct ngnfs_cache *cache, ngnfs_cache_invalidate_fn fn, void *arg)
+{
+	pthread_mutex_lock(&cache->lock);
+	cache->invalidate = fn;
+	cache->invalidate_arg = arg;
+	pthread_mutex_unlock(&cache->lock);
+}
+
+static bool dirty_before(struct ngnfs_cache *cache, uint64_t seq)
+{
+	struct cache_list *node;
+
+	for (node = cache->dirty_sets.next; node != &cache->dirty_sets; node = node->next) {
+		if (cache_list_entry(node, struct dirty_set, entry)->birth_seq <= seq)
+			return true;
+	}
+	return false;
+}
+
+int ngnfs_cache_sync(struct ngnfs_cache *cache)
+{
+	uint64_t failures;
+	uint64_t seq;
+	int ret = 0;
+
+	pthread_mutex_lock(&cache->lock);
+	seq = cache->commit_seq;
+	failures = cache->write_failures;
+	if (seq > cache->sync_seq)
+		cache->sync_seq = seq;
+	cache_kick_flusher(cache);
+	while (dirty_before(cache, seq)) {
+		struct timespec deadline;
+
+		deadline_in_ms(&deadline, 100);
+		pthread_cond_timedwait(&cache->idle_cond, &cache->lock, &deadline);
+		cache_kick_flusher(cache);
+	}
+	if (cache->write_failures != failures)
+		ret = cache->last_write_error;
+	pthread_mutex_unlock(&cache->lock);
+	return ret;
+}
+
+int ngnfs_cache_take_error(struct ngnfs_cache *cache)
+{
+	int error;
+
+	pthread_mutex_lock(&cache->lock);
+	error = cache->first_error;
+	cache->first_error = 0;
+	pthread_mutex_unlock(&cache->lock);
+	return error;
+}
+
+void ngnfs_cache_counters(struct ngnfs_cache *cache, struct ngnfs_cache_counters *counters)
+{
+	pthread_mutex_lock(&cache->lock);
+	cache->counters.cached_blocks = cache->data_blocks;
+	*counters = cache->counters;
+	pthread_mutex_unlock(&cache->lock);
+}
+
+struct ngnfs_client *ngnfs_cache_client(struct ngnfs_cache *cache)
+{
+	return cache->client;
+}
+
+enum ngnfs_durability ngnfs_cache_durability(const struct ngnfs_cache *cache)
+{
+	return cache->durability;
+}

@@ -1,0 +1,228 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The glue of the native API: error messages, handles on the wire, the
+ * open-file table, sync, and invalidation up-calls.
+ *
+ * Errors are negative errnos; the words that say which object and which
+ * operation failed go into a thread-local buffer (ngnfs_last_error), so a
+ * caller on any thread can log them without the API growing an error
+ * argument everywhere.  Unexpected failures (corruption, network) are also
+ * logged to stderr at once, because a gateway may not ask.
+ *
+ * Invalidation: the cache tells us which block another client changed;
+ * every block header names its owning inode, so the up-call can name the
+ * object without any map from blocks to inodes.  The generation is only
+ * known when the block is the inode itself; otherwise the handle carries
+ * generation 0, meaning "whatever generation you have".
+ *
+ * XXX:
+ *  - The open-file table is per client (see fs-internal.h).
+ */
+
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs-internal.h"
+
+static __thread char last_error[512];
+
+static void set_error(bool log, const char *fmt, va_list args)
+{
+	vsnprintf(last_error, sizeof(last_error), fmt, args);
+	if (log)
+		fprintf(stderr, "ngnfs: %s\n", last_error);
+}
+
+int ngnfs_fail(int err, const char *fmt, ...)
+{
+	va_list args;
+
+	if (err == -EAGAIN)
+		return err;
+	va_start(args, fmt);
+	set_error(true, fmt, args);
+	va_end(args);
+	return err;
+}
+
+int ngnfs_fail_quiet(int err, const char *fmt, ...)
+{
+	va_list args;
+
+	if (err == -EAGAIN)
+		return err;
+	va_start(args, fmt);
+	set_error(false, fmt, args);
+	va_end(args);
+	return err;
+}
+
+void ngnfs_clear_error(void)
+{
+	last_error[0] = '\0';
+}
+
+const char *ngnfs_last_error(void)
+{
+	return last_error[0] ? last_error : "no error recorded";
+}
+
+void ngnfs_handle_to_wire(const struct ngnfs_handle *handle, uint8_t wire[NGNFS_HANDLE_WIRE_SIZE])
+{
+	uint64_t ino = htole64(handle->ino);
+	uint64_t generation = htole64(handle->generation);
+
+	memcpy(wire, &ino, sizeof(ino));
+	memcpy(wire + 8, &generation, sizeof(generation));
+}
+
+void ngnfs_handle_from_wire(const uint8_t wire[NGNFS_HANDLE_WIRE_SIZE], struct ngnfs_handle *handle)
+{
+	uint64_t ino, generation;
+
+	memcpy(&ino, wire, sizeof(ino));
+	memcpy(&generation, wire + 8, sizeof(generation));
+	handle->ino = le64toh(ino);
+	handle->generation = le64toh(generation);
+}
+
+/* ---- invalidation ---- */
+
+static void cache_invalidated(void *arg, uint64_t blkno, const void *data)
+{
+	struct ngnfs_fs *fs = arg;
+	const struct ngnfs_block_header *header = data;
+	struct ngnfs_handle handle = { 0, 0 };
+	ngnfs_invalidate_fn fn = __atomic_load_n(&fs->invalidate, __ATOMIC_ACQUIRE);
+	uint32_t magic;
+
+	if (!fn || !data)
+		return;
+	magic = le32toh(header->magic);
+	handle.ino = le64toh(header->owner_ino);
+	if (handle.ino == 0)
+		return;
+	if (magic == NGNFS_MAGIC_INODE && handle.ino == blkno)
+		handle.generation = le64toh(((const struct ngnfs_inode *)data)->generation);
+	fn(fs->invalidate_arg, &handle, magic == NGNFS_MAGIC_BTREE || magic == NGNFS_MAGIC_INODE);
+}
+
+void ngnfs_fs_install_invalidate(struct ngnfs_fs *fs)
+{
+	ngnfs_cache_set_invalidate(fs->cache, cache_invalidated, fs);
+}
+
+void ngnfs_set_invalidate(struct ngnfs_fs *fs, ngnfs_invalidate_fn fn, void *arg)
+{
+	fs->invalidate_arg = arg;
+	__atomic_store_n(&fs->invalidate, fn, __ATOMIC_RELEASE);
+}
+
+/* ---- open files ---- */
+
+static unsigned int open_bucket(uint64_t ino)
+{
+	return (unsigned int)((ino * 0x9e3779b97f4a7c15ULL) >> 56) % NGNFS_OPEN_BUCKETS;
+}
+
+bool ngnfs_fs_is_open(struct ngnfs_fs *fs, uint64_t ino)
+{
+	struct ngnfs_open_file *open;
+	bool found = false;
+
+	pthread_mutex_lock(&fs->open_lock);
+	for (open = fs->open_files[open_bucket(ino)]; open; open = open->next) {
+		if (open->ino == ino && open->open_count > 0) {
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&fs->open_lock);
+	return found;
+}
+
+/* Returns the open count after the change; -ENOENT closing what is not open. */
+static int open_count_add(struct ngnfs_fs *fs, const struct ngnfs_handle *handle, int delta)
+{
+	struct ngnfs_open_file **link, *open;
+	unsigned int bucket = open_bucket(handle->ino);
+	int count = -ENOENT;
+
+	pthread_mutex_lock(&fs->open_lock);
+	for (link = &fs->open_files[bucket]; (open = *link); link = &open->next)
+		if (open->ino == handle->ino && open->generation == handle->generation)
+			break;
+	if (!open && delta > 0) {
+		open = calloc(1, sizeof(*open));
+		if (!open) {
+			pthread_mutex_unlock(&fs->open_lock);
+			return -ENOMEM;
+		}
+		open->ino = handle->ino;
+		open->generation = handle->generation;
+		open->next = fs->open_files[bucket];
+		fs->open_files[bucket] = open;
+		link = &fs->open_files[bucket];
+	}
+	if (open) {
+		open->open_count += delta;
+		count = (int)open->open_count;
+		if (open->open_count == 0) {
+			for (link = &fs->open_files[bucket]; *link != open; link = &(*link)->next)
+				;
+			*link = open->next;
+			free(open);
+		}
+	}
+	pthread_mutex_unlock(&fs->open_lock);
+	return count;
+}
+
+int ngnfs_open(struct ngnfs_fs *fs, const struct ngnfs_handle *handle)
+{
+	struct ngnfs_attr attr;
+	int ret;
+
+	ngnfs_clear_error();
+	/* count first, so that an unlink committing after our check sees us */
+	ret = open_count_add(fs, handle, 1);
+	if (ret < 0)
+		return ret;
+	ret = ngnfs_getattr(fs, handle, &attr);
+	if (ret < 0) {
+		open_count_add(fs, handle, -1);
+		return ret;
+	}
+	return 0;
+}
+
+int ngnfs_close(struct ngnfs_fs *fs, const struct ngnfs_handle *handle)
+{
+	int count;
+
+	ngnfs_clear_error();
+	count = open_count_add(fs, handle, -1);
+	if (count < 0)
+		return ngnfs_fail_quiet(-EBADF, "close: inode %llu is not open",
+					(unsigned long long)handle->ino);
+	if (count > 0)
+		return 0;
+	return ngnfs_namei_reclaim_orphan(fs, handle);
+}
+
+int ngnfs_sync(struct ngnfs_fs *fs)
+{
+	int ret, lost;
+
+	ngnfs_clear_error();
+	ret = ngnfs_cache_sync(fs->cache);
+	lost = ngnfs_cache_take_error(fs->cache);
+	if (ret == 0 && lost < 0)
+		ret = lost;
+	if (ret < 0)
+		return ngnfs_fail(ret, "sync: write-back failed: %s", strerror(-ret));
+	return 0;
+}

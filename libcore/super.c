@@ -1,0 +1,388 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * mkfs, mount, unmount and statfs: the superblock and the devices.
+ *
+ * mkfs first gives every device its identity (FORMAT: fs id, index,
+ * count) over a session opened for formatting, and refuses to touch
+ * anything if one device is already formatted, so that a typo in a device
+ * list cannot destroy another filesystem.  Only then does it open a normal
+ * cache on the new filesystem and write the superblock, the root directory
+ * and the orphan directory in one transaction: either the filesystem is
+ * complete or mount refuses it (no superblock).
+ *
+ * mount lets the network client learn the fs id (every device must agree
+ * and sit at the index it is listed at), then checks the superblock
+ * against it: fs id, format version, block size and device count.
+ *
+ * XXX:
+ *  - Adding a device to an existing filesystem (append to the table,
+ *    bump device_count) has no command yet.
+ *  - Orphans left by a crashed client are not reclaimed at mount (another
+ *    client may still have them open); fsck reports them.
+ */
+
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <sys/random.h>
+#include <fcntl.h> /* S_IF*; sys/stat.h clashes with format-msg.h over __le64 */
+
+#include "fs-internal.h"
+
+static void mkfs_progress(const struct ngnfs_mkfs_options *options, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void mkfs_progress(const struct ngnfs_mkfs_options *options, const char *fmt, ...)
+{
+	char line[256];
+	va_list args;
+
+	if (!options->progress)
+		return;
+	va_start(args, fmt);
+	vsnprintf(line, sizeof(line), fmt, args);
+	va_end(args);
+	options->progress(options->progress_arg, line);
+}
+
+static void mkfs_revoke(void *owner, uint64_t blkno, uint8_t access)
+{
+	(void)owner;
+	(void)blkno;
+	(void)access;
+}
+
+static void mkfs_session_reset(void *owner, uint16_t device, bool server_restarted)
+{
+	(void)owner;
+	(void)device;
+	(void)server_restarted;
+}
+
+static const struct ngnfs_client_ops mkfs_client_ops = {
+	.revoke = mkfs_revoke,
+	.session_reset = mkfs_session_reset,
+};
+
+struct mkfs_args {
+	const uint8_t *fs_id;
+	uint16_t device_count;
+	uint64_t root_ino;
+};
+
+static int init_dir_inode(struct ngnfs_txn *txn, uint64_t parent_self, uint32_t mode, uint64_t *ino)
+{
+	struct ngnfs_inode *inode;
+	int ret;
+
+	ret = ngnfs_inode_alloc(txn, 0, S_IFDIR | mode, 0, 0, 0, parent_self, &inode);
+	if (ret < 0)
+		return ret;
+	inode->nlink = htole32(2);
+	*ino = le64toh(inode->ino);
+	if (parent_self == 0)
+		inode->parent_ino = inode->ino; /* the root is its own ".." */
+	return 0;
+}
+
+static int mkfs_txn(struct ngnfs_txn *txn, void *arg)
+{
+	struct mkfs_args *args = arg;
+	uint64_t super_blkno = ngnfs_blkno_make(0, NGNFS_SUPER_INDEX);
+	struct ngnfs_super *super;
+	struct timespec now;
+	uint64_t root, orphans, index;
+	uint16_t device;
+	void *data;
+	int ret;
+
+	/*
+	 * Write every fixed-location block (indexes below
+	 * NGNFS_FIRST_ALLOC_INDEX) of every device, zeroed except the
+	 * superblock: the servers then count them as in use from the start,
+	 * and none of them can ever be handed out by ALLOC.
+	 */
+	for (device = 0; device < args->device_count; device++) {
+		for (index = 0; index < NGNFS_FIRST_ALLOC_INDEX; index++) {
+			ret = ngnfs_txn_write(txn, ngnfs_blkno_make(device, index), &data);
+			if (ret < 0)
+				return ret;
+			memset(data, 0, NGNFS_BLOCK_SIZE);
+		}
+	}
+	ret = ngnfs_txn_write(txn, super_blkno, &data);
+	if (ret < 0)
+		return ret;
+	ret = init_dir_inode(txn, 0, 0755, &root);
+	if (ret < 0)
+		return ret;
+	ret = init_dir_inode(txn, root, 0700, &orphans);
+	if (ret < 0)
+		return ret;
+	ngnfs_now(&now);
+	super = data;
+	memset(super, 0, NGNFS_BLOCK_SIZE);
+	ngnfs_block_header_init(super, NGNFS_MAGIC_SUPER, super_blkno, 0);
+	memcpy(super->fs_id, args->fs_id, NGNFS_FS_ID_SIZE);
+	super->root_ino = htole64(root);
+	super->orphan_dir_ino = htole64(orphans);
+	super->created_sec = htole64((uint64_t)now.tv_sec);
+	super->device_count = htole32(args->device_count);
+	super->block_size = htole32(NGNFS_BLOCK_SIZE);
+	args->root_ino = root;
+	return 0;
+}
+
+static void client_config_init(struct ngnfs_client_config *config, const char *const *addresses,
+			       uint16_t count)
+{
+	memset(config, 0, sizeof(*config));
+	config->device_addresses = addresses;
+	config->device_count = count;
+}
+
+int ngnfs_mkfs(const struct ngnfs_mkfs_options *options, uint8_t fs_id_out[16])
+{
+	struct ngnfs_client_config client_config;
+	struct ngnfs_cache_config cache_config = { 0 };
+	struct ngnfs_client *client;
+	struct ngnfs_cache *cache;
+	struct mkfs_args args;
+	uint8_t fs_id[NGNFS_FS_ID_SIZE];
+	struct ngnfs_msg info;
+	uint16_t device;
+	int ret;
+
+	ngnfs_clear_error();
+	if (options->device_count == 0 || !options->device_addresses)
+		return ngnfs_fail(-EINVAL, "mkfs: no devices given");
+	if (getrandom(fs_id, sizeof(fs_id), 0) != sizeof(fs_id))
+		return ngnfs_fail(-errno, "mkfs: getrandom for the fs id failed");
+
+	client_config_init(&client_config, options->device_addresses, options->device_count);
+	client_config.hello_flags = NGNFS_HELLO_FORMAT;
+	mkfs_progress(options, "connecting to %u devices", options->device_count);
+	ret = ngnfs_client_create(&client_config, &mkfs_client_ops, NULL, &client);
+	if (ret < 0)
+		return ngnfs_fail(ret, "mkfs: cannot connect to the devices (%s)", strerror(-ret));
+	for (device = 0; device < options->device_count; device++) {
+		ret = ngnfs_client_device_info(client, device, &info);
+		if (ret < 0) {
+			ngnfs_fail(ret, "mkfs: device %u (%s): no session (%s)", device,
+				   options->device_addresses[device], strerror(-ret));
+			goto out_client;
+		}
+		if (info.hello_reply.flags & NGNFS_HELLO_REPLY_FORMATTED) {
+			ret = ngnfs_fail(-EEXIST, "mkfs: device %u (%s) is already formatted",
+					 device, options->device_addresses[device]);
+			goto out_client;
+		}
+	}
+	for (device = 0; device < options->device_count; device++) {
+		mkfs_progress(options, "formatting device %u of %u (%s)", device + 1,
+			      options->device_count, options->device_addresses[device]);
+		ret = ngnfs_client_format_sync(client, device, fs_id, options->device_count);
+		if (ret < 0) {
+			ngnfs_fail(ret, "mkfs: FORMAT of device %u (%s) failed: %s", device,
+				   options->device_addresses[device], strerror(-ret));
+			goto out_client;
+		}
+	}
+	ngnfs_client_destroy(client);
+
+	mkfs_progress(options, "writing the superblock and the root directory");
+	client_config_init(&client_config, options->device_addresses, options->device_count);
+	memcpy(client_config.fs_id, fs_id, sizeof(fs_id));
+	cache_config.durability = NGNFS_DURABILITY_STABLE;
+	ret = ngnfs_cache_create_with_client(&client_config, &cache_config, &cache);
+	if (ret < 0)
+		return ngnfs_fail(ret, "mkfs: cannot open the new filesystem (%s)", strerror(-ret));
+	args.fs_id = fs_id;
+	args.device_count = options->device_count;
+	ret = ngnfs_txn_run(cache, mkfs_txn, &args);
+	if (ret == 0)
+		ret = ngnfs_cache_sync(cache);
+	ngnfs_cache_destroy(cache);
+	if (ret < 0)
+		return ngnfs_fail(ret, "mkfs: writing the superblock and root failed: %s",
+				  strerror(-ret));
+	if (fs_id_out)
+		memcpy(fs_id_out, fs_id, sizeof(fs_id));
+	mkfs_progress(options, "done: root directory is inode %llu",
+		      (unsigned long long)args.root_ino);
+	return 0;
+
+out_client:
+	ngnfs_client_destroy(client);
+	return ret;
+}
+
+struct mount_args {
+	struct ngnfs_fs *fs;
+	const uint8_t *fs_id;
+	uint16_t device_count;
+};
+
+static int mount_txn(struct ngnfs_txn *txn, void *arg)
+{
+	struct mount_args *args = arg;
+	struct ngnfs_fs *fs = args->fs;
+	uint64_t super_blkno = ngnfs_blkno_make(0, NGNFS_SUPER_INDEX);
+	const struct ngnfs_super *super;
+	const struct ngnfs_inode *root;
+	const void *data;
+	int ret;
+
+	ret = ngnfs_txn_read(txn, super_blkno, &data);
+	if (ret < 0)
+		return ret;
+	super = data;
+	if (le32toh(super->header.magic) != NGNFS_MAGIC_SUPER)
+		return ngnfs_fail(-EINVAL,
+				  "mount: device 0 has no superblock (block %llu): not an "
+				  "ngnfs filesystem or mkfs did not finish",
+				  (unsigned long long)super_blkno);
+	ret = ngnfs_block_check(super, NGNFS_MAGIC_SUPER, super_blkno, 0, "mount");
+	if (ret < 0)
+		return ret;
+	if (memcmp(super->fs_id, args->fs_id, NGNFS_FS_ID_SIZE) != 0)
+		return ngnfs_fail(-ESTALE, "mount: superblock fs id differs from the devices'");
+	if (le32toh(super->block_size) != NGNFS_BLOCK_SIZE)
+		return ngnfs_fail(-EINVAL, "mount: superblock block size %u, expected %u",
+				  le32toh(super->block_size), NGNFS_BLOCK_SIZE);
+	if (le32toh(super->device_count) != args->device_count)
+		return ngnfs_fail(-EINVAL,
+				  "mount: filesystem has %u devices but %u addresses were given",
+				  le32toh(super->device_count), args->device_count);
+	fs->root_ino = le64toh(super->root_ino);
+	fs->orphan_dir_ino = le64toh(super->orphan_dir_ino);
+	ret = ngnfs_inode_read(txn, fs->root_ino, "mount: root", &root);
+	if (ret < 0)
+		return ret;
+	if (ngnfs_mode_type(le32toh(root->mode)) != S_IFDIR)
+		return ngnfs_fail(-EIO, "mount: root inode %llu is not a directory",
+				  (unsigned long long)fs->root_ino);
+	fs->root_generation = le64toh(root->generation);
+	return 0;
+}
+
+static void fs_free(struct ngnfs_fs *fs)
+{
+	struct ngnfs_open_file *open, *next;
+	unsigned int i;
+
+	for (i = 0; i < NGNFS_OPEN_BUCKETS; i++) {
+		for (open = fs->open_files[i]; open; open = next) {
+			next = open->next;
+			free(open);
+		}
+	}
+	pthread_mutex_destroy(&fs->open_lock);
+	free(fs);
+}
+
+int ngnfs_mount(const struct ngnfs_mount_options *options, struct ngnfs_fs **fs_out)
+{
+	struct ngnfs_client_config client_config;
+	struct ngnfs_cache_config cache_config = { 0 };
+	struct mount_args args;
+	struct ngnfs_msg info;
+	struct ngnfs_fs *fs;
+	int ret;
+
+	ngnfs_clear_error();
+	if (options->device_count == 0 || !options->device_addresses)
+		return ngnfs_fail(-EINVAL, "mount: no devices given");
+	fs = calloc(1, sizeof(*fs));
+	if (!fs)
+		return -ENOMEM;
+	pthread_mutex_init(&fs->open_lock, NULL);
+	fs->device_count = options->device_count;
+
+	client_config_init(&client_config, options->device_addresses, options->device_count);
+	cache_config.durability = options->durability == NGNFS_MOUNT_WRITEBACK
+				      ? NGNFS_DURABILITY_WRITEBACK
+				      : NGNFS_DURABILITY_STABLE;
+	cache_config.cache_bytes = options->cache_bytes;
+	cache_config.writeback_interval_ms = options->writeback_interval_ms;
+	ret = ngnfs_cache_create_with_client(&client_config, &cache_config, &fs->cache);
+	if (ret < 0) {
+		ngnfs_fail(ret, "mount: cannot connect to the %u devices (first %s): %s",
+			   options->device_count, options->device_addresses[0], strerror(-ret));
+		fs_free(fs);
+		return ret;
+	}
+	fs->client = ngnfs_cache_client(fs->cache);
+	ret = ngnfs_client_device_info(fs->client, 0, &info);
+	if (ret < 0) {
+		ngnfs_fail(ret, "mount: device 0 (%s): no session: %s",
+			   options->device_addresses[0], strerror(-ret));
+		goto fail;
+	}
+	if (!(info.hello_reply.flags & NGNFS_HELLO_REPLY_FORMATTED)) {
+		ret = ngnfs_fail(-EINVAL, "mount: device 0 (%s) is not formatted",
+				 options->device_addresses[0]);
+		goto fail;
+	}
+	memcpy(fs->fs_id, info.hello_reply.fs_id, NGNFS_FS_ID_SIZE);
+	args.fs = fs;
+	args.fs_id = fs->fs_id;
+	args.device_count = options->device_count;
+	ret = ngnfs_txn_run(fs->cache, mount_txn, &args);
+	if (ret < 0)
+		goto fail;
+	ngnfs_fs_install_invalidate(fs);
+	*fs_out = fs;
+	return 0;
+
+fail:
+	ngnfs_cache_destroy(fs->cache);
+	fs_free(fs);
+	return ret;
+}
+
+void ngnfs_unmount(struct ngnfs_fs *fs)
+{
+	if (!fs)
+		return;
+	ngnfs_cache_destroy(fs->cache);
+	fs_free(fs);
+}
+
+int ngnfs_root(struct ngnfs_fs *fs, struct ngnfs_handle *root)
+{
+	root->ino = fs->root_ino;
+	root->generation = fs->root_generation;
+	return 0;
+}
+
+void ngnfs_fs_id(struct ngnfs_fs *fs, uint8_t fs_id[16])
+{
+	memcpy(fs_id, fs->fs_id, NGNFS_FS_ID_SIZE);
+}
+
+int ngnfs_statfs(struct ngnfs_fs *fs, struct ngnfs_statfs *statfs)
+{
+	struct ngnfs_device_statfs device_statfs;
+	uint16_t device;
+	int ret;
+
+	ngnfs_clear_error();
+	memset(statfs, 0, sizeof(*statfs));
+	statfs->block_size = NGNFS_BLOCK_SIZE;
+	statfs->device_count = fs->device_count;
+	statfs->name_max = NGNFS_NAME_MAX;
+	for (device = 0; device < fs->device_count; device++) {
+		ret = ngnfs_client_statfs_sync(fs->client, device, &device_statfs);
+		if (ret < 0)
+			return ngnfs_fail(ret, "statfs: device %u: %s", device, strerror(-ret));
+		statfs->total_blocks += device_statfs.total_blocks;
+		statfs->free_blocks += device_statfs.free_blocks;
+	}
+	/* every inode is a block: any free block can become an inode */
+	statfs->total_inodes = statfs->total_blocks;
+	statfs->free_inodes = statfs->free_blocks;
+	return 0;
+}

@@ -1,0 +1,406 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ngnfs: the admin command.
+ *
+ *   ngnfs mkfs --devices DEVICES        format unformatted devices
+ *   ngnfs stat --devices DEVICES [PATH] filesystem figures, or a path's attributes
+ *   ngnfs ls   --devices DEVICES [PATH] list a directory
+ *   ngnfs fsck --devices DEVICES        check the namespace from the root
+ *
+ * DEVICES is a manifest file (one host:port per line, device index order,
+ * as blockd --peers) or a comma-separated list of host:port.  Each
+ * subcommand is a small function over the native API (ngnfs.h) so that
+ * the tool shows nothing the API cannot do; errors name the path or
+ * device and come with ngnfs_last_error()'s words.  Long work (mkfs over
+ * many devices, fsck) prints progress on stderr; results go to stdout.
+ *
+ * Exit status: 0 success, 1 failure (fsck: problems found), 2 usage.
+ *
+ * XXX:
+ *  - fsck only reports; repair is not implemented.
+ *  - Paths are resolved without following symlinks.
+ */
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fsck.h"
+#include "manifest.h"
+#include "ngnfs.h"
+
+struct options {
+	const char *devices;
+	const char *path;
+	bool long_listing;
+};
+
+static void usage_main(FILE *out)
+{
+	fprintf(out, "usage: ngnfs COMMAND --devices DEVICES [ARGS]\n"
+		     "\n"
+		     "commands:\n"
+		     "  mkfs   format unformatted devices as a new filesystem\n"
+		     "  stat   show filesystem figures, or the attributes of PATH\n"
+		     "  ls     list the directory PATH (default /)\n"
+		     "  fsck   check the namespace; non-zero exit if problems are found\n"
+		     "\n"
+		     "DEVICES: a manifest file (one host:port per line, device 0 first) or\n"
+		     "host:port,host:port,... in device index order.\n"
+		     "'ngnfs COMMAND --help' describes each command.\n");
+}
+
+static const char *const command_help[][2] = {
+	{ "mkfs", "usage: ngnfs mkfs --devices DEVICES\n"
+		  "Gives every device its identity (fs id, index, count) and writes the\n"
+		  "superblock and root directory.  Refuses (exit 1) if any device is\n"
+		  "already formatted.  Prints the new fs id.\n" },
+	{ "stat", "usage: ngnfs stat --devices DEVICES [PATH]\n"
+		  "Without PATH: block size, total and free blocks and inodes, devices.\n"
+		  "With PATH: inode number, generation, type, mode, links, size, times.\n" },
+	{ "ls", "usage: ngnfs ls --devices DEVICES [-l] [PATH]\n"
+		"Lists the entries of directory PATH (default /) in cookie order:\n"
+		"type, inode number and name; -l adds mode, links and size.\n" },
+	{ "fsck", "usage: ngnfs fsck --devices DEVICES\n"
+		  "Walks the namespace from the root: every entry names a live inode of\n"
+		  "its type and generation, link and entry counts are right, \"..\" is the\n"
+		  "parent, no block is reached twice.  Problems are printed one per line\n"
+		  "on stdout; exit status 1 if there are any.  Run it on a quiet\n"
+		  "filesystem.\n" },
+};
+
+static int command_usage(const char *command, FILE *out)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(command_help) / sizeof(command_help[0]); i++) {
+		if (strcmp(command_help[i][0], command) == 0) {
+			fputs(command_help[i][1], out);
+			return 0;
+		}
+	}
+	usage_main(out);
+	return -1;
+}
+
+/* DEVICES: a manifest file, or a comma-separated list. */
+static int load_devices(const char *devices, struct ngnfs_manifest *manifest)
+{
+	char *text, *at;
+	int ret;
+
+	if (access(devices, F_OK) == 0)
+		return ngnfs_manifest_load(devices, manifest);
+	text = strdup(devices);
+	if (!text)
+		return -ENOMEM;
+	for (at = text; *at; at++)
+		if (*at == ',')
+			*at = '\n';
+	ret = ngnfs_manifest_parse(text, "--devices", manifest);
+	free(text);
+	return ret;
+}
+
+static void print_progress(void *arg, const char *line)
+{
+	(void)arg;
+	fprintf(stderr, "ngnfs: %s\n", line);
+}
+
+static int do_mkfs(const struct ngnfs_manifest *manifest, const struct options *options)
+{
+	struct ngnfs_mkfs_options mkfs = {
+		.device_addresses = (const char *const *)manifest->addresses,
+		.device_count = manifest->device_count,
+		.progress = print_progress,
+	};
+	uint8_t fs_id[16];
+	int ret, i;
+
+	(void)options;
+	ret = ngnfs_mkfs(&mkfs, fs_id);
+	if (ret < 0) {
+		fprintf(stderr, "ngnfs mkfs: %s\n", ngnfs_last_error());
+		return 1;
+	}
+	printf("fs id ");
+	for (i = 0; i < 16; i++)
+		printf("%02x", fs_id[i]);
+	printf("\n%u devices formatted\n", manifest->device_count);
+	return 0;
+}
+
+static int mount_manifest(const struct ngnfs_manifest *manifest, struct ngnfs_fs **fs)
+{
+	struct ngnfs_mount_options mount = {
+		.device_addresses = (const char *const *)manifest->addresses,
+		.device_count = manifest->device_count,
+	};
+	int ret;
+
+	ret = ngnfs_mount(&mount, fs);
+	if (ret < 0)
+		fprintf(stderr, "ngnfs: mount of %s (%u devices) failed: %s\n",
+			manifest->addresses[0], manifest->device_count, ngnfs_last_error());
+	return ret;
+}
+
+/* Walk PATH from the root, one lookup per component (symlinks not followed). */
+static int resolve(struct ngnfs_fs *fs, const char *path, struct ngnfs_handle *handle,
+		   struct ngnfs_attr *attr)
+{
+	char component[NGNFS_NAME_MAX + 1];
+	struct ngnfs_handle at;
+	size_t length;
+	int ret;
+
+	ngnfs_root(fs, &at);
+	ret = ngnfs_getattr(fs, &at, attr);
+	while (ret == 0 && *path) {
+		while (*path == '/')
+			path++;
+		if (!*path)
+			break;
+		length = strcspn(path, "/");
+		if (length > NGNFS_NAME_MAX)
+			return -ENAMETOOLONG;
+		memcpy(component, path, length);
+		component[length] = '\0';
+		ret = ngnfs_lookup(fs, &at, component, &at, attr);
+		path += length;
+	}
+	if (ret == 0)
+		*handle = at;
+	return ret;
+}
+
+static const char *type_name(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+		return "file";
+	case S_IFDIR:
+		return "dir";
+	case S_IFLNK:
+		return "symlink";
+	case S_IFCHR:
+		return "chardev";
+	case S_IFBLK:
+		return "blockdev";
+	case S_IFIFO:
+		return "fifo";
+	case S_IFSOCK:
+		return "socket";
+	default:
+		return "unknown";
+	}
+}
+
+static void print_time(const char *label, const struct timespec *ts)
+{
+	char text[64];
+	struct tm tm;
+	time_t sec = ts->tv_sec;
+
+	gmtime_r(&sec, &tm);
+	strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &tm);
+	printf("%-12s %s.%09ld UTC\n", label, text, ts->tv_nsec);
+}
+
+static int do_stat(struct ngnfs_fs *fs, const struct options *options)
+{
+	struct ngnfs_handle handle;
+	struct ngnfs_statfs statfs;
+	struct ngnfs_attr attr;
+	int ret;
+
+	if (!options->path) {
+		ret = ngnfs_statfs(fs, &statfs);
+		if (ret < 0) {
+			fprintf(stderr, "ngnfs stat: %s\n", ngnfs_last_error());
+			return 1;
+		}
+		printf("block size   %llu\n", (unsigned long long)statfs.block_size);
+		printf("devices      %u\n", statfs.device_count);
+		printf("blocks       %llu total, %llu free\n",
+		       (unsigned long long)statfs.total_blocks,
+		       (unsigned long long)statfs.free_blocks);
+		printf("inodes       %llu total, %llu free\n",
+		       (unsigned long long)statfs.total_inodes,
+		       (unsigned long long)statfs.free_inodes);
+		printf("name max     %u\n", statfs.name_max);
+		return 0;
+	}
+	ret = resolve(fs, options->path, &handle, &attr);
+	if (ret < 0) {
+		fprintf(stderr, "ngnfs stat %s: %s\n", options->path, strerror(-ret));
+		return 1;
+	}
+	printf("path         %s\n", options->path);
+	printf("inode        %llu (device %llu)\n", (unsigned long long)attr.ino,
+	       (unsigned long long)(attr.ino >> 48));
+	printf("generation   %llu\n", (unsigned long long)attr.generation);
+	printf("type         %s\n", type_name(attr.mode));
+	printf("mode         %04o\n", attr.mode & 07777);
+	printf("links        %u\n", attr.nlink);
+	printf("uid gid      %u %u\n", attr.uid, attr.gid);
+	printf("size         %llu\n", (unsigned long long)attr.size);
+	printf("blocks       %llu (512-byte)\n", (unsigned long long)attr.blocks);
+	printf("change       %llu\n", (unsigned long long)attr.change);
+	print_time("atime", &attr.atime);
+	print_time("mtime", &attr.mtime);
+	print_time("ctime", &attr.ctime);
+	print_time("crtime", &attr.crtime);
+	return 0;
+}
+
+struct ls_state {
+	struct ngnfs_fs *fs;
+	bool long_listing;
+	uint64_t count;
+};
+
+static int print_entry(void *arg, const char *name, size_t name_length,
+		       const struct ngnfs_handle *handle, uint32_t type_mode, uint64_t cookie)
+{
+	struct ls_state *state = arg;
+	struct ngnfs_attr attr;
+
+	(void)cookie;
+	state->count++;
+	if (state->long_listing && ngnfs_getattr(state->fs, handle, &attr) == 0)
+		printf("%-8s %04o %3u %12llu %20llu %.*s\n", type_name(type_mode),
+		       attr.mode & 07777, attr.nlink, (unsigned long long)attr.size,
+		       (unsigned long long)handle->ino, (int)name_length, name);
+	else
+		printf("%-8s %20llu %.*s\n", type_name(type_mode), (unsigned long long)handle->ino,
+		       (int)name_length, name);
+	return 0;
+}
+
+static int do_ls(struct ngnfs_fs *fs, const struct options *options)
+{
+	struct ls_state state = { .fs = fs, .long_listing = options->long_listing };
+	const char *path = options->path ? options->path : "/";
+	struct ngnfs_handle handle;
+	struct ngnfs_attr attr;
+	bool end = false;
+	int ret;
+
+	ret = resolve(fs, path, &handle, &attr);
+	if (ret == 0 && (attr.mode & S_IFMT) != S_IFDIR)
+		ret = -ENOTDIR;
+	if (ret == 0)
+		ret = ngnfs_readdir(fs, &handle, 0, print_entry, &state, &end);
+	if (ret < 0) {
+		fprintf(stderr, "ngnfs ls %s: %s (%s)\n", path, strerror(-ret), ngnfs_last_error());
+		return 1;
+	}
+	return 0;
+}
+
+static void fsck_line(void *arg, bool problem, const char *line)
+{
+	(void)arg;
+	if (problem)
+		printf("problem: %s\n", line);
+	else
+		fprintf(stderr, "ngnfs fsck: %s\n", line);
+}
+
+static int do_fsck(struct ngnfs_fs *fs, const struct options *options)
+{
+	struct ngnfs_fsck_report report;
+	int ret;
+
+	(void)options;
+	ret = ngnfs_fsck(fs, fsck_line, NULL, &report);
+	if (ret < 0) {
+		fprintf(stderr, "ngnfs fsck: walk failed: %s (%s)\n", strerror(-ret),
+			ngnfs_last_error());
+		return 1;
+	}
+	printf("%llu inodes, %llu directories, %llu entries, %llu blocks, %llu orphans: %llu "
+	       "problems\n",
+	       (unsigned long long)report.inodes, (unsigned long long)report.directories,
+	       (unsigned long long)report.entries, (unsigned long long)report.blocks,
+	       (unsigned long long)report.orphans, (unsigned long long)report.problems);
+	return report.problems ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option long_options[] = {
+		{ "devices", required_argument, NULL, 'd' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "long", no_argument, NULL, 'l' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct options options = { 0 };
+	struct ngnfs_manifest manifest = { 0 };
+	struct ngnfs_fs *fs;
+	const char *command;
+	int opt, status;
+
+	if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		usage_main(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	command = argv[1];
+	optind = 2;
+	while ((opt = getopt_long(argc, argv, "d:hl", long_options, NULL)) != -1) {
+		switch (opt) {
+		case 'd':
+			options.devices = optarg;
+			break;
+		case 'h':
+			return command_usage(command, stdout) < 0 ? 2 : 0;
+		case 'l':
+			options.long_listing = true;
+			break;
+		default:
+			command_usage(command, stderr);
+			return 2;
+		}
+	}
+	if (optind < argc)
+		options.path = argv[optind];
+	if (strcmp(command, "mkfs") && strcmp(command, "stat") && strcmp(command, "ls") &&
+	    strcmp(command, "fsck")) {
+		fprintf(stderr, "ngnfs: unknown command \"%s\"\n", command);
+		usage_main(stderr);
+		return 2;
+	}
+	if (!options.devices) {
+		fprintf(stderr, "ngnfs %s: --devices is required\n", command);
+		command_usage(command, stderr);
+		return 2;
+	}
+	if (load_devices(options.devices, &manifest) < 0) {
+		fprintf(stderr, "ngnfs %s: cannot read the devices from \"%s\"\n", command,
+			options.devices);
+		return 2;
+	}
+
+	if (strcmp(command, "mkfs") == 0) {
+		status = do_mkfs(&manifest, &options);
+	} else if (mount_manifest(&manifest, &fs) < 0) {
+		status = 1;
+	} else {
+		if (strcmp(command, "stat") == 0)
+			status = do_stat(fs, &options);
+		else if (strcmp(command, "ls") == 0)
+			status = do_ls(fs, &options);
+		else
+			status = do_fsck(fs, &options);
+		ngnfs_unmount(fs);
+	}
+	ngnfs_manifest_free(&manifest);
+	return status;
+}
