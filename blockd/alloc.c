@@ -62,6 +62,8 @@ static int load_free(const uint8_t *key, size_t key_length, const uint8_t *value
 	if (key_length != NGNFS_STORE_BLOCK_KEY_SIZE)
 		return 0;
 	index = store_be64(key + 1);
+	if (index < NGNFS_FIRST_ALLOC_INDEX)
+		return 0; /* recorded by an older blockd; fixed metadata is never free */
 	ret = u64map_put(&server->alloc.store_free, index, PRESENT);
 	if (!ret)
 		ret = avail_push(&server->alloc, index);
@@ -190,6 +192,8 @@ int alloc_note_write(struct blockd *server, rocksdb_writebatch_t *batch, uint64_
 
 	/* Everything skipped over stays free, durably. */
 	for (uint64_t skipped = alloc->store_hwm; skipped < index; skipped++) {
+		if (skipped < NGNFS_FIRST_ALLOC_INDEX)
+			continue; /* fixed metadata: never free space */
 		store_put_free(batch, skipped);
 		u64map_put(&alloc->store_free, skipped, PRESENT);
 		if (skipped >= alloc->alloc_hwm)
@@ -207,7 +211,8 @@ int alloc_check_free(struct blockd *server, uint64_t index)
 {
 	struct allocator *alloc = &server->alloc;
 
-	if (index >= alloc->store_hwm || u64map_get(&alloc->store_free, index))
+	if (index < NGNFS_FIRST_ALLOC_INDEX || index >= alloc->store_hwm ||
+	    u64map_get(&alloc->store_free, index))
 		return -EINVAL;
 	return 0;
 }

@@ -83,6 +83,13 @@ struct block_state {
 	struct grant_waiter *queue_head;
 	struct grant_waiter *queue_tail;
 	struct staged_set *pin; /* staged, unresolved set this block belongs to */
+	/*
+	 * Another unresolved set also stages this block.  Only a store
+	 * written before the drop of a set was persisted can hold that (a
+	 * STAGE of a pinned block is refused); the pin then passes from set
+	 * to set and lifts only when the last of them is resolved.
+	 */
+	bool pin_shared;
 	unsigned int pending_writes;
 };
 

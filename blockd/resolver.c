@@ -14,6 +14,13 @@
  * after blockd started (the test harness does exactly that) and an
  * operator may move a device.
  *
+ * Shutdown must not wait out the timeouts of a question to a primary
+ * that is itself stopping or hung (several seconds per call, longer than
+ * a supervisor waits): the socket in use is registered under the lock,
+ * and resolver_stop() shuts it down, which wakes a blocked connect, send
+ * or recv at once.  Closing happens under the same lock, so the stop
+ * never touches a descriptor number that was already reused.
+ *
  * XXX:
  *  - One connection per question; a burst of in-doubt sets after a
  *    restart connects once per set.
@@ -57,6 +64,7 @@ struct resolver {
 	struct event *done_event;
 	bool stopping;
 	bool running;
+	int question_fd; /* socket of the question being asked, -1 between questions */
 	uint8_t fs_id[NGNFS_FS_ID_SIZE];
 	char *peers;
 	uint64_t client_id;
@@ -121,7 +129,16 @@ static int read_frame(int fd, uint8_t **frame, struct ngnfs_msg *msg)
 	return ret;
 }
 
-static int connect_to(const char *address)
+/* Close the question's socket (see the file comment for the lock). */
+static void close_question(struct resolver *resolver, int fd)
+{
+	pthread_mutex_lock(&resolver->lock);
+	resolver->question_fd = -1;
+	close(fd);
+	pthread_mutex_unlock(&resolver->lock);
+}
+
+static int connect_to(struct resolver *resolver, const char *address)
 {
 	char host[256];
 	const char *colon = strrchr(address, ':');
@@ -144,6 +161,15 @@ static int connect_to(const char *address)
 		freeaddrinfo(result);
 		return ret;
 	}
+	pthread_mutex_lock(&resolver->lock);
+	if (resolver->stopping) {
+		pthread_mutex_unlock(&resolver->lock);
+		close(fd);
+		freeaddrinfo(result);
+		return -ECANCELED;
+	}
+	resolver->question_fd = fd;
+	pthread_mutex_unlock(&resolver->lock);
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -151,7 +177,7 @@ static int connect_to(const char *address)
 	freeaddrinfo(result);
 	if (ret < 0) {
 		ret = errno == EINPROGRESS ? -ETIMEDOUT : -errno;
-		close(fd);
+		close_question(resolver, fd);
 		return ret;
 	}
 	return fd;
@@ -179,7 +205,7 @@ static int ask(struct resolver *resolver, struct resolver_job *job)
 		ngnfs_manifest_free(&manifest);
 		return -ENOENT;
 	}
-	fd = connect_to(manifest.addresses[job->primary]);
+	fd = connect_to(resolver, manifest.addresses[job->primary]);
 	if (fd < 0) {
 		log_warn("set %016llx: cannot connect to primary device %u at %s: %s",
 			 (unsigned long long)job->set_id, job->primary,
@@ -213,7 +239,7 @@ static int ask(struct resolver *resolver, struct resolver_job *job)
 	if (!ret)
 		job->outcome = msg.resolve.outcome;
 	free(frame);
-	close(fd);
+	close_question(resolver, fd);
 	return ret;
 }
 
@@ -273,6 +299,7 @@ int resolver_start(struct blockd *server)
 	resolver->server = server;
 	resolver->peers = server->config.peers;
 	resolver->client_id = server->server_instance;
+	resolver->question_fd = -1;
 	pthread_mutex_init(&resolver->lock, NULL);
 	pthread_cond_init(&resolver->wake, NULL);
 	resolver->done_event = event_new(server->base, -1, 0, resolver_done, resolver);
@@ -300,6 +327,9 @@ void resolver_stop(struct blockd *server)
 		return;
 	pthread_mutex_lock(&resolver->lock);
 	resolver->stopping = true;
+	/* Wake a question blocked on a primary that is stopping or hung. */
+	if (resolver->question_fd >= 0)
+		shutdown(resolver->question_fd, SHUT_RDWR);
 	pthread_cond_signal(&resolver->wake);
 	pthread_mutex_unlock(&resolver->lock);
 	pthread_join(resolver->thread, NULL);

@@ -15,9 +15,23 @@
  * queued behind that batch, so nobody is ever told "committed" before
  * the commit point is on disk.
  *
+ * Resolutions are built into a scratch batch and copied into the shared
+ * commit batch with rocksdb_writebatch_iterate(), which carries only
+ * puts and deletes: a drop therefore deletes staged keys one by one (a
+ * range delete was silently lost, and dropped sets came back at every
+ * restart), and the copy checks that it carried every change.
+ *
+ * At run time a block is pinned by at most one set (a STAGE of a pinned
+ * block is refused, and set_pin() refuses too).  A store written by a
+ * blockd with that bug can hold stale stages of dropped sets on a block of a
+ * live in-doubt set; such a block stays pinned until all of its sets
+ * are resolved (block_state.pin_shared), whatever order they resolve in.
+ *
  * XXX:
  *  - An idempotent COMMIT of a set already committed answers with no
  *    versions (the outcome record does not keep them).
+ *  - Staged block keys without a set header (none are written, but a
+ *    damaged store could hold them) are ignored, never deleted.
  *  - Outcome records are kept forever (docs/protocol.md).
  */
 
@@ -70,12 +84,27 @@ static struct staged_set *set_create(struct blockd *server, uint64_t set_id,
 	return set;
 }
 
-static int set_pin(struct blockd *server, struct staged_set *set, uint64_t blkno)
+/*
+ * Pin blkno to set.  A block pinned by another unresolved set is refused
+ * (STAGE checks for that first, so it means a bug) except when loading
+ * the store: a store written before drops were persisted can hold stale
+ * stages of dropped sets next to the live one, and then the block must
+ * stay pinned until every one of them is resolved (pin_shared), never be
+ * taken over by whichever set the walk met last.
+ */
+static int set_pin(struct blockd *server, struct staged_set *set, uint64_t blkno, bool loading)
 {
 	struct block_state *block = block_state_get(server, blkno, true);
 
 	if (!block)
 		return -ENOMEM;
+	if (block->pin && block->pin != set && !loading) {
+		log_error("set %016llx: block %llu is already pinned by unresolved set %016llx; "
+			  "refusing to pin it again",
+			  (unsigned long long)set->set_id, (unsigned long long)blkno,
+			  (unsigned long long)block->pin->set_id);
+		return -EBUSY;
+	}
 	if (set->block_count == set->block_capacity) {
 		uint32_t capacity = set->block_capacity ? set->block_capacity * 2 : 8;
 		uint64_t *blknos = realloc(set->blknos, capacity * sizeof(*blknos));
@@ -88,22 +117,79 @@ static int set_pin(struct blockd *server, struct staged_set *set, uint64_t blkno
 		set->block_capacity = capacity;
 	}
 	set->blknos[set->block_count++] = blkno;
-	block->pin = set;
+	if (block->pin && block->pin != set) {
+		log_warn(
+		    "set %016llx: block %llu is also staged by unresolved set %016llx; it stays "
+		    "pinned until both are resolved",
+		    (unsigned long long)set->set_id, (unsigned long long)blkno,
+		    (unsigned long long)block->pin->set_id);
+		block->pin_shared = true;
+	} else {
+		block->pin = set;
+	}
 	return 0;
+}
+
+/* Another set in server->sets than except that stages blkno, or NULL; *more if several. */
+static struct staged_set *other_pinner(struct blockd *server, const struct staged_set *except,
+				       uint64_t blkno, bool *more)
+{
+	struct staged_set *found = NULL;
+	size_t count;
+	uint64_t *keys = u64map_keys(&server->sets, &count);
+
+	*more = false;
+	for (size_t i = 0; i < count && !*more; i++) {
+		struct staged_set *other = u64map_get(&server->sets, keys[i]);
+
+		if (!other || other == except)
+			continue;
+		for (uint32_t j = 0; j < other->block_count; j++) {
+			if (other->blknos[j] != blkno)
+				continue;
+			if (found)
+				*more = true;
+			else
+				found = other;
+			break;
+		}
+	}
+	free(keys);
+	return found;
+}
+
+/*
+ * set no longer pins blkno.  Only the pin's owner lifts it: a set that
+ * shares the pin (see set_pin) leaves it to the owner, and an owner
+ * whose block is shared hands the pin on to the next unresolved set, so
+ * the block is granted only once none of them is left.
+ */
+static void set_unpin_block(struct blockd *server, struct staged_set *set, uint64_t blkno)
+{
+	struct block_state *block = block_state_get(server, blkno, false);
+	bool more = false;
+
+	if (!block || block->pin != set)
+		return;
+	block->pin = NULL;
+	if (block->pin_shared)
+		block->pin = other_pinner(server, set, blkno, &more);
+	block->pin_shared = more;
+	if (block->pin) {
+		log_info("block %llu stays pinned by unresolved set %016llx after set %016llx",
+			 (unsigned long long)blkno, (unsigned long long)block->pin->set_id,
+			 (unsigned long long)set->set_id);
+		return;
+	}
+	grant_examine(server, block);
 }
 
 /* The set is resolved (or was never durable): unpin its blocks and forget it. */
 static void set_forget(struct blockd *server, struct staged_set *set)
 {
 	u64map_remove(&server->sets, set->set_id);
-	for (uint32_t i = 0; i < set->block_count; i++) {
-		struct block_state *block = block_state_get(server, set->blknos[i], false);
-
-		if (block && block->pin == set) {
-			block->pin = NULL;
-			grant_examine(server, block);
-		}
-	}
+	for (uint32_t i = 0; i < set->block_count; i++)
+		set_unpin_block(server, set, set->blknos[i]);
 	free(set->blknos);
 	free(set);
 }
@@ -207,39 +293,67 @@ static int build_apply(struct blockd *server, struct staged_set *set, rocksdb_wr
 	return 0;
 }
 
-static void build_drop(rocksdb_writebatch_t *batch, uint64_t set_id)
+static int drop_one(const uint8_t *key, size_t key_length, const uint8_t *value,
+		    size_t value_length, void *arg)
 {
-	uint8_t start[NGNFS_STORE_STAGED_KEY_SIZE];
-	uint8_t end[NGNFS_STORE_STAGED_KEY_SIZE];
-	uint8_t header[NGNFS_STORE_SET_KEY_SIZE];
+	(void)value;
+	(void)value_length;
+	rocksdb_writebatch_delete(arg, (const char *)key, key_length);
+	return 0;
+}
 
-	/* Block indexes are 48 bits, so index ~0 is past every staged key of the set. */
-	store_staged_key(start, set_id, 0);
-	store_staged_key(end, set_id, UINT64_MAX);
-	rocksdb_writebatch_delete_range(batch, (const char *)start, sizeof(start),
-					(const char *)end, sizeof(end));
+/*
+ * One point delete per staged key, not a delete_range: the batch is
+ * copied into the shared one with rocksdb_writebatch_iterate(), whose C
+ * handler knows only puts and deletes and silently stops at a range
+ * delete, which lost every drop (the set came back at each restart).
+ * The walk sees every staged key because no STAGE of the set is in
+ * flight (callers check pending_stages).
+ */
+static int build_drop(struct blockd *server, rocksdb_writebatch_t *batch, uint64_t set_id)
+{
+	uint8_t prefix[NGNFS_STORE_SET_KEY_SIZE];
+	uint8_t header[NGNFS_STORE_SET_KEY_SIZE];
+	int ret;
+
+	store_index_key(prefix, NGNFS_STORE_KEY_STAGED, set_id);
+	ret = store_walk(&server->store, prefix, sizeof(prefix), drop_one, batch);
+	if (ret)
+		return ret;
 	set_header_key(header, set_id);
 	rocksdb_writebatch_delete(batch, (const char *)header, sizeof(header));
+	return 0;
 }
 
 /*
  * The commit thread's batch is shared, so the apply is first built into a
- * scratch batch (the walk may fail halfway) and then copied in.
+ * scratch batch (the walk may fail halfway) and then copied in.  The
+ * copy counts what it carried: anything but puts and deletes would be
+ * dropped by the iteration without a word, so a count that differs from
+ * the scratch batch's refuses the resolution instead of losing half of it.
  */
 struct copy_state {
-	rocksdb_writebatch_t *batch;
+	rocksdb_writebatch_t *batch; /* NULL: only count */
+	int copied;
 };
 
 static void copy_put(void *arg, const char *key, size_t key_length, const char *value,
 		     size_t value_length)
 {
-	rocksdb_writebatch_put(((struct copy_state *)arg)->batch, key, key_length, value,
-			       value_length);
+	struct copy_state *copy = arg;
+
+	if (copy->batch)
+		rocksdb_writebatch_put(copy->batch, key, key_length, value, value_length);
+	copy->copied++;
 }
 
 static void copy_delete(void *arg, const char *key, size_t key_length)
 {
-	rocksdb_writebatch_delete(((struct copy_state *)arg)->batch, key, key_length);
+	struct copy_state *copy = arg;
+
+	if (copy->batch)
+		rocksdb_writebatch_delete(copy->batch, key, key_length);
+	copy->copied++;
 }
 
 /* ---- resolution of a set (apply or drop), with or without a reply ------- */
@@ -338,22 +452,34 @@ static int queue_resolve(struct blockd *server, struct session *session,
 	if (set && applying)
 		ret = build_apply(server, set, scratch, &resolve->entries, &resolve->count);
 	else if (set)
-		build_drop(scratch, set_id);
+		ret = build_drop(server, scratch, set_id);
+	if (resolve->record && !ret)
+		store_put_outcome(scratch, set_id, record);
+	if (!ret) {
+		copy = (struct copy_state){ .batch = NULL };
+		rocksdb_writebatch_iterate(scratch, &copy, copy_put, copy_delete);
+		if (copy.copied != rocksdb_writebatch_count(scratch)) {
+			log_error("set %016llx: %s batch holds %d changes but only %d can be "
+				  "copied; not resolving it",
+				  (unsigned long long)set_id, applying ? "apply" : "drop",
+				  rocksdb_writebatch_count(scratch), copy.copied);
+			ret = -EIO;
+		}
+	}
 	if (ret) {
 		rocksdb_writebatch_destroy(scratch);
+		free(resolve->entries);
 		free(resolve);
 		return ret;
 	}
-	if (resolve->record) {
-		store_put_outcome(scratch, set_id, record);
+	if (resolve->record)
 		u64map_put(&server->outcomes, set_id, (void *)(uintptr_t)record);
-	}
 	if (set)
 		set->state = SET_APPLYING;
 	pending_start(&resolve->pending, session, msg ? msg->request_id : 0,
 		      msg ? msg->type : NGNFS_MSG_RESOLVE, resolve_done);
 	batch = commit_begin(&server->committer);
-	copy.batch = batch;
+	copy = (struct copy_state){ .batch = batch };
 	rocksdb_writebatch_iterate(scratch, &copy, copy_put, copy_delete);
 	commit_end(&server->committer, &resolve->pending.op);
 	rocksdb_writebatch_destroy(scratch);
@@ -390,15 +516,8 @@ static void stage_done(struct commit_op *op, int status)
 		log_error("STAGE of set %016llx from %s failed to persist: %s",
 			  (unsigned long long)set->set_id, session->name, strerror(-status));
 		/* Unpin what this stage pinned; the blocks were never durable. */
-		for (uint32_t i = 0; i < stage->pinned; i++) {
-			struct block_state *block =
-			    block_state_get(server, stage->blknos[i], false);
-
-			if (block && block->pin == set) {
-				block->pin = NULL;
-				grant_examine(server, block);
-			}
-		}
+		for (uint32_t i = 0; i < stage->pinned; i++)
+			set_unpin_block(server, set, stage->blknos[i]);
 	}
 	if (!session->gone) {
 		ngnfs_buffer_init(&buffer);
@@ -536,17 +655,33 @@ void sets_handle_stage(struct session *session, const struct ngnfs_msg *msg)
 			 (unsigned long long)set_id, session->name, participants[0],
 			 participant_count);
 	}
-	set->session = session;
 	stage->set = set;
 	stage->count = count;
 	stage->release = !!(msg->write.flags & NGNFS_WRITE_RELEASE);
 	stage->release_access =
 	    msg->write.release_access == NGNFS_ACCESS_READ ? NGNFS_ACCESS_READ : NGNFS_ACCESS_NONE;
-	set->pending_stages++;
-	for (uint32_t i = 0; i < total; i++) {
-		if (set_pin(server, set, stage->blknos[i]) == 0)
+	for (uint32_t i = 0; i < total && !status; i++) {
+		status = set_pin(server, set, stage->blknos[i], false);
+		if (!status)
 			stage->pinned++;
 	}
+	if (status) {
+		/* Never stage a block the set does not pin: a reader could see half the set. */
+		log_error("STAGE of set %016llx refused for %s: block %llu cannot be pinned (%s)",
+			  (unsigned long long)set_id, session->name,
+			  (unsigned long long)stage->blknos[stage->pinned], strerror(-status));
+		for (uint32_t i = 0; i < stage->pinned; i++)
+			set_unpin_block(server, set, stage->blknos[i]);
+		set->block_count -= stage->pinned;
+		if (!set->durable && set->pending_stages == 0)
+			set_forget(server, set);
+		reply_refused(session, NGNFS_MSG_WRITE, msg->request_id, status);
+		free(stage->blknos);
+		free(stage);
+		return;
+	}
+	set->session = session;
+	set->pending_stages++;
 
 	pending_start(&stage->pending, session, msg->request_id, NGNFS_MSG_WRITE, stage_done);
 	batch = commit_begin(&server->committer);
@@ -751,6 +886,25 @@ void sets_tick(struct blockd *server)
 		    !set->durable)
 			continue;
 		old = now - set->created_ms >= server->config.resolve_timeout_ms;
+		if (is_primary(server, set) && known_outcome(server, set->set_id)) {
+			/*
+			 * The outcome is on disk but the stage is still there: a
+			 * resolution whose batch failed, or a store written
+			 * before drops were persisted.  Finish it now rather
+			 * than keep its blocks pinned until the timeout.
+			 */
+			uint8_t outcome = known_outcome(server, set->set_id);
+
+			log_warn("set %016llx: own stage still present with %s recorded; "
+				 "finishing its resolution",
+				 (unsigned long long)set->set_id, outcome_name(outcome));
+			if (queue_resolve(server, NULL, NULL, set, set->set_id,
+					  outcome == NGNFS_SET_COMMITTED, NGNFS_SET_UNKNOWN,
+					  outcome))
+				log_error("set %016llx: cannot build the resolve batch",
+					  (unsigned long long)set->set_id);
+			continue;
+		}
 		if (is_primary(server, set)) {
 			if (!old)
 				continue;
@@ -851,7 +1005,7 @@ static int load_staged_block(const uint8_t *key, size_t key_length, const uint8_
 	if (!set)
 		return 0;
 	return set_pin(server, set,
-		       ngnfs_blkno_make(server->store.device_index, store_be64(key + 9)));
+		       ngnfs_blkno_make(server->store.device_index, store_be64(key + 9)), true);
 }
 
 int sets_load(struct blockd *server)

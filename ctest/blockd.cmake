@@ -18,7 +18,8 @@ foreach(case bad_flags bad_config config_file_serves foreign_folder foreign_rock
 	     hello_wrong_fs_id unformatted write_read write_refused corrupt_block
 	     malformed_frames grant_fifo alloc cmpxchg_incoherent set_commit indoubt_abort
 	     indoubt_commit indoubt_restart restart_sigterm restart_sigkill grace primary_timeout
-	     group_commit sigterm_under_load sigkill_under_load)
+	     group_commit sigterm_under_load sigkill_under_load
+	     resolved_sets_stay_resolved stale_stage_keeps_pin indoubt_sigterm)
 	ngnfs_add_cluster_test(NAME blockd_${case} COMMAND test_blockd ${case} TIMEOUT 60
 			       LABELS blockd)
 endforeach()

@@ -790,6 +790,7 @@ static void case_alloc(void)
 	uint64_t blknos[4], versions[4], new_version, free0, free1, reserved;
 	uint8_t data[NGNFS_BLOCK_SIZE];
 	uint32_t got;
+	const uint64_t usable = 1000 - NGNFS_FIRST_ALLOC_INDEX;
 	struct tc a, b;
 
 	format_all(cluster);
@@ -797,11 +798,12 @@ static void case_alloc(void)
 	open_session(&b, cluster, 0, 0);
 	fill(data, 5);
 	statfs(&a, &free0, &reserved);
-	EXPECT_U64("free blocks of a new 1000-block device", free0, 1000);
+	/* the first indexes hold fixed metadata (the superblock) and are never allocated */
+	EXPECT_U64("free blocks of a new 1000-block device", free0, usable);
 	EXPECT_STATUS(tc_alloc(&a, 3, blknos, versions, &got), 0);
 	EXPECT_U64("blocks reserved", got, 3);
 	statfs(&a, &free1, &reserved);
-	EXPECT_U64("free blocks after reserving 3", free1, 997);
+	EXPECT_U64("free blocks after reserving 3", free1, usable - 3);
 	EXPECT_U64("reserved blocks", reserved, 3);
 	/* reserved blocks are granted for write: write one; another session cannot */
 	EXPECT_STATUS(tc_write(&b, blknos[1], versions[1], data, NULL), -EPERM);
@@ -811,7 +813,7 @@ static void case_alloc(void)
 	/* the two unused reservations return */
 	usleep(200000);
 	statfs(&b, &free1, &reserved);
-	EXPECT_U64("free blocks after the session ended", free1, 999);
+	EXPECT_U64("free blocks after the session ended", free1, usable - 1);
 	EXPECT_U64("reserved after the session ended", reserved, 0);
 
 	/* free the written block through WRITE's free list; its version survives */
@@ -826,7 +828,7 @@ static void case_alloc(void)
 					    NGNFS_WRITE_RELEASE, NGNFS_ACCESS_NONE, NULL),
 			      0);
 		statfs(&b, &free1, &reserved);
-		EXPECT_U64("free blocks after FREE", free1, 1000);
+		EXPECT_U64("free blocks after FREE", free1, usable);
 		/* freeing again is refused: it is not allocated */
 		EXPECT_STATUS(
 		    tc_get(&b, blknos[0], NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
@@ -841,7 +843,7 @@ static void case_alloc(void)
 	tc_close(&b);
 	open_session(&b, cluster, 0, 0);
 	statfs(&b, &free1, &reserved);
-	EXPECT_U64("free blocks after restart", free1, 1000);
+	EXPECT_U64("free blocks after restart", free1, usable);
 	/* a reused block keeps counting versions up */
 	{
 		bool found = false;
@@ -1107,6 +1109,301 @@ static void case_primary_timeout(void)
 	stop(cluster);
 }
 
+/* ---- resolved sets stay resolved across restarts ------------------------------- */
+
+/* Grant write on device-local index of device to tc, then stage it in set_id. */
+static void stage_index(struct tc *tc, unsigned int device, uint64_t index, uint64_t set_id,
+			uint8_t seed)
+{
+	uint8_t data[NGNFS_BLOCK_SIZE];
+	uint64_t blkno = ngnfs_blkno_make((uint16_t)device, index), version;
+	struct ngnfs_block_request block;
+	bool has_data;
+
+	fill(data, seed);
+	EXPECT_STATUS(tc_get(tc, blkno, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
+	block = (struct ngnfs_block_request){ .blkno = blkno, .version = version, .data = data };
+	EXPECT_STATUS(
+	    tc_write_full(tc, NGNFS_WRITE_STAGE, set_id, both, 2, &block, 1, NULL, 0, 0, 0, NULL),
+	    0);
+}
+
+/* How many keys of one kind a stopped device's store holds. */
+static unsigned int store_key_count(struct ngnfs_test_cluster *cluster, unsigned int device,
+				    uint8_t kind)
+{
+	rocksdb_options_t *options = rocksdb_options_create();
+	rocksdb_readoptions_t *read_options = rocksdb_readoptions_create();
+	rocksdb_iterator_t *iterator;
+	unsigned int count = 0;
+	char *error = NULL;
+	rocksdb_t *rocks;
+
+	rocks = rocksdb_open_for_read_only(options, ngnfs_test_cluster_db_path(cluster, device), 0,
+					   &error);
+	if (error)
+		fail("cannot open device %u's RocksDB %s: %s", device,
+		     ngnfs_test_cluster_db_path(cluster, device), error);
+	iterator = rocksdb_create_iterator(rocks, read_options);
+	for (rocksdb_iter_seek(iterator, (const char *)&kind, 1); rocksdb_iter_valid(iterator);
+	     rocksdb_iter_next(iterator)) {
+		size_t length;
+		const char *key = rocksdb_iter_key(iterator, &length);
+
+		if (length < 1 || (uint8_t)key[0] != kind)
+			break;
+		count++;
+	}
+	rocksdb_iter_destroy(iterator);
+	rocksdb_close(rocks);
+	rocksdb_readoptions_destroy(read_options);
+	rocksdb_options_destroy(options);
+	return count;
+}
+
+/* Write a stage of set_id (primary device 0, participants 0 and 1) of index into a stopped store.
+ */
+static void plant_stage(struct ngnfs_test_cluster *cluster, unsigned int device, uint64_t set_id,
+			uint64_t index, uint8_t seed)
+{
+	rocksdb_options_t *options = rocksdb_options_create();
+	rocksdb_writeoptions_t *write_options = rocksdb_writeoptions_create();
+	struct ngnfs_store_staged_block staged;
+	struct ngnfs_store_stage header;
+	uint8_t header_key[NGNFS_STORE_SET_KEY_SIZE] = { NGNFS_STORE_KEY_STAGE };
+	uint8_t staged_key[NGNFS_STORE_STAGED_KEY_SIZE] = { NGNFS_STORE_KEY_STAGED };
+	uint64_t be_set_id = htobe64(set_id), be_index = htobe64(index), le_zero = 0;
+	char *error = NULL;
+	rocksdb_t *rocks;
+
+	memcpy(header_key + 1, &be_set_id, 8);
+	memcpy(staged_key + 1, &be_set_id, 8);
+	memcpy(staged_key + 9, &be_index, 8);
+	memset(&header, 0, sizeof(header));
+	header.created_ns = htole64((uint64_t)time(NULL) * 1000000000ULL);
+	header.participant_count = htole16(2);
+	header.participants[0] = htole16(0);
+	header.participants[1] = htole16(1);
+	memset(&staged, 0, sizeof(staged));
+	staged.kind = NGNFS_STORE_STAGED_WRITE;
+	fill(staged.data, seed);
+	staged.crc = htole32(ngnfs_crc32c(ngnfs_crc32c(0, &le_zero, sizeof(le_zero)), staged.data,
+					  NGNFS_BLOCK_SIZE));
+	rocks = rocksdb_open(options, ngnfs_test_cluster_db_path(cluster, device), &error);
+	if (error)
+		fail("cannot open device %u's RocksDB: %s", device, error);
+	rocksdb_put(rocks, write_options, (const char *)header_key, sizeof(header_key),
+		    (const char *)&header, sizeof(header), &error);
+	if (!error)
+		rocksdb_put(rocks, write_options, (const char *)staged_key, sizeof(staged_key),
+			    (const char *)&staged, sizeof(staged), &error);
+	if (error)
+		fail("cannot plant the stage of set %016llx: %s", (unsigned long long)set_id,
+		     error);
+	rocksdb_close(rocks);
+	rocksdb_writeoptions_destroy(write_options);
+	rocksdb_options_destroy(options);
+}
+
+static unsigned int log_count(struct ngnfs_test_cluster *cluster, unsigned int device,
+			      const char *text)
+{
+	char *log = ngnfs_test_read_file(ngnfs_test_cluster_log_path(cluster, device), NULL);
+	unsigned int count = 0;
+
+	for (const char *at = log; at && (at = strstr(at, text)); at += strlen(text))
+		count++;
+	free(log);
+	return count;
+}
+
+/*
+ * Every way a set ends (on the participant: dropped by the client's
+ * RESOLVE(ABORTED), applied by RESOLVE(COMMITTED), dropped by the resolver
+ * after the primary recorded ABORTED; on the primary: applied by COMMIT,
+ * dropped by RESOLVE(ABORTED)) removes its stage from the store: a
+ * restart with the primary down, so that nothing could be resolved again,
+ * finds no stage and leaves the block unpinned.
+ */
+static void case_resolved_sets_stay_resolved(void)
+{
+	struct ngnfs_test_cluster *cluster =
+	    start(2, (const char *[]){ "--grace-ms", "200", NULL });
+	struct tc client[2], observer;
+	uint64_t blkno1 = ngnfs_blkno_make(1, 1), version, staged = ~0ULL, total, free_blocks,
+		 reserved;
+	uint8_t answer = 0, data[NGNFS_BLOCK_SIZE], expected[NGNFS_BLOCK_SIZE];
+	bool has_data;
+
+	format_all(cluster);
+	open_session(&client[0], cluster, 0, 0);
+	open_session(&client[1], cluster, 1, 0);
+	open_session(&observer, cluster, 1, 0);
+	stage_index(&client[1], 1, 1, 0xd001, 0x11);
+	EXPECT_STATUS(tc_resolve(&client[1], 0xd001, NGNFS_SET_ABORTED, &answer), 0);
+	stage_index(&client[1], 1, 1, 0xd002, 0x12);
+	stage_index(&client[0], 0, 1, 0xd002, 0x13);
+	EXPECT_STATUS(tc_commit(&client[0], 0xd002), 0);
+	EXPECT_STATUS(tc_resolve(&client[1], 0xd002, NGNFS_SET_COMMITTED, &answer), 0);
+	stage_index(&client[0], 0, 2, 0xd004, 0x15); /* the primary's own stage, aborted */
+	EXPECT_STATUS(tc_resolve(&client[0], 0xd004, NGNFS_SET_ABORTED, &answer), 0);
+	stage_index(&client[1], 1, 1, 0xd003, 0x14);
+	tc_close(&client[1]); /* the resolver asks the primary, which records ABORTED */
+	wait_staged_sets(&observer, 0, "participant after its staging session closed");
+	if (!log_contains(cluster, 0, "recording ABORTED"))
+		fail("expected the primary to record ABORTED for set d003");
+	tc_close(&observer);
+	tc_close(&client[0]);
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, SIGTERM), 0);
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 1, SIGTERM), 0);
+
+	for (unsigned int device = 0; device < 2; device++) {
+		EXPECT_U64("stage header keys left in the store",
+			   store_key_count(cluster, device, NGNFS_STORE_KEY_STAGE), 0);
+		EXPECT_U64("staged block keys left in the store",
+			   store_key_count(cluster, device, NGNFS_STORE_KEY_STAGED), 0);
+	}
+
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 1), 0);
+	open_session(&observer, cluster, 1, NGNFS_HELLO_RECLAIM);
+	EXPECT_STATUS(tc_statfs(&observer, &total, &free_blocks, &reserved, &staged), 0);
+	EXPECT_U64("staged sets after a restart", staged, 0);
+	if (log_count(cluster, 1, "staged sets found") != 0)
+		fail("the restarted participant found resolved sets in its store again");
+	EXPECT_STATUS(tc_get(&observer, blkno1, NGNFS_ACCESS_WRITE, 0, &version, &has_data, data),
+		      0);
+	EXPECT_U64("version of the block after one applied set", version, 1);
+	fill(expected, 0x12);
+	if (!has_data || memcmp(data, expected, sizeof(data)))
+		fail("block %llu does not hold the applied set's data", (unsigned long long)blkno1);
+	tc_close(&observer);
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
+	open_session(&observer, cluster, 0, NGNFS_HELLO_RECLAIM);
+	EXPECT_STATUS(tc_statfs(&observer, &total, &free_blocks, &reserved, &staged), 0);
+	EXPECT_U64("staged sets on the restarted primary", staged, 0);
+	if (log_count(cluster, 0, "staged sets found") != 0)
+		fail("the restarted primary found resolved sets in its store again");
+	tc_close(&observer);
+	stop(cluster);
+}
+
+/*
+ * A store written before drops were persisted holds stale stages of
+ * dropped sets on the same block as a live in-doubt one.  With the
+ * primary down the live set's pin must hold, and dropping the stale sets
+ * (one sorting before the live set, one after) must not lift it; once
+ * the primary is back the reader sees the whole committed set.
+ */
+static void case_stale_stage_keeps_pin(void)
+{
+	struct ngnfs_test_cluster *cluster =
+	    start(2, (const char *[]){ "--grace-ms", "200", NULL });
+	struct tc client[2], observer, reader;
+	uint64_t blkno1 = ngnfs_blkno_make(1, 1), version;
+	uint8_t answer = 0, data[NGNFS_BLOCK_SIZE], expected[NGNFS_BLOCK_SIZE];
+	bool has_data = false;
+
+	format_all(cluster);
+	open_session(&client[0], cluster, 0, 0);
+	open_session(&client[1], cluster, 1, 0);
+	stage_index(&client[1], 1, 1, 0xe010, 0x31);
+	stage_index(&client[0], 0, 1, 0xe010, 0x32);
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 1, SIGKILL), 0);
+	EXPECT_STATUS(tc_commit(&client[0], 0xe010), 0);
+	tc_close(&client[0]);
+	tc_close(&client[1]);
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, SIGTERM), 0);
+	plant_stage(cluster, 1, 0xe001, 1, 0x41);
+	plant_stage(cluster, 1, 0xe020, 1, 0x42);
+
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 1), 0);
+	open_session(&observer, cluster, 1, NGNFS_HELLO_RECLAIM);
+	open_session(&reader, cluster, 1, NGNFS_HELLO_RECLAIM);
+	wait_staged_sets(&observer, 3, "participant restarted with three stages of one block");
+	EXPECT_STATUS(tc_get_send(&reader, blkno1, NGNFS_ACCESS_READ, 0, NULL), 0);
+	usleep(1200000); /* the resolver has tried the unreachable primary */
+	if (!log_contains(cluster, 1, "cannot learn its outcome from primary device 0"))
+		fail("expected the participant to fail asking the stopped primary");
+	expect_no_grant(&reader, "reader of a block of an in-doubt set whose primary is down");
+	EXPECT_STATUS(tc_resolve(&observer, 0xe001, NGNFS_SET_ABORTED, &answer), 0);
+	EXPECT_STATUS(tc_resolve(&observer, 0xe020, NGNFS_SET_ABORTED, &answer), 0);
+	wait_staged_sets(&observer, 1, "participant after dropping the two stale sets");
+	expect_no_grant(&reader, "reader of a block whose stale sets were dropped while the live "
+				 "set is unresolved");
+
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
+	EXPECT_STATUS(tc_grant_wait(&reader, 8000, NULL, &version, NULL, &has_data, data), 0);
+	EXPECT_U64("version the reader sees once the set is resolved", version, 1);
+	fill(expected, 0x31);
+	if (!has_data || memcmp(data, expected, sizeof(data)))
+		fail("block %llu does not hold the committed set's data",
+		     (unsigned long long)blkno1);
+	tc_close(&reader);
+	tc_close(&observer);
+	stop(cluster);
+}
+
+/*
+ * SIGTERM while a restarted participant resolves many in-doubt sets:
+ * blockd exits cleanly every time (sanitizers included), and what it had
+ * not resolved is resolved by the next start.
+ */
+static void case_indoubt_sigterm(void)
+{
+	enum { SET_COUNT = 40, ROUNDS = 6 };
+	struct ngnfs_test_cluster *cluster =
+	    start(2, (const char *[]){ "--grace-ms", "200", NULL });
+	struct tc client[2], observer;
+	uint64_t version;
+
+	format_all(cluster);
+	open_session(&client[0], cluster, 0, 0);
+	open_session(&client[1], cluster, 1, 0);
+	for (uint64_t i = 0; i < SET_COUNT; i++) {
+		stage_index(&client[1], 1, 10 + i, 0xf000 + i, (uint8_t)i);
+		stage_index(&client[0], 0, 10 + i, 0xf000 + i, (uint8_t)(i + 100));
+	}
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 1, SIGKILL), 0);
+	for (uint64_t i = 0; i < SET_COUNT; i++)
+		EXPECT_STATUS(tc_commit(&client[0], 0xf000 + i), 0);
+	tc_close(&client[0]);
+	tc_close(&client[1]);
+	/* Odd rounds stop the primary at the same time, in the middle of its answers. */
+	for (unsigned int round = 0; round < ROUNDS; round++) {
+		unsigned int devices = round % 2 ? 2 : 1;
+
+		EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 1), 0);
+		usleep(round * 3000);
+		for (unsigned int device = 2 - devices; device < 2; device++) {
+			if (kill(ngnfs_test_cluster_pid(cluster, device), SIGTERM))
+				fail("cannot SIGTERM device %u: %s", device, strerror(errno));
+		}
+		for (unsigned int device = 2 - devices; device < 2; device++) {
+			int wait_status = 0;
+			char text[64];
+
+			EXPECT_STATUS(
+			    ngnfs_test_cluster_wait_exit(cluster, device, 15000, &wait_status), 0);
+			if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0)
+				fail("round %u: device %u on SIGTERM while in-doubt sets are "
+				     "resolved: expected exit status 0, got %s",
+				     round, device,
+				     ngnfs_test_describe_status(wait_status, text, sizeof(text)));
+		}
+		if (devices == 2)
+			EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
+	}
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 1), 0);
+	open_session(&observer, cluster, 1, 0);
+	wait_staged_sets(&observer, 0, "participant after the SIGTERM rounds");
+	for (uint64_t i = 0; i < SET_COUNT; i++) {
+		version = incoherent_version(&observer, ngnfs_blkno_make(1, 10 + i), NULL);
+		EXPECT_U64("version of a committed in-doubt block", version, 1);
+	}
+	tc_close(&observer);
+	stop(cluster);
+}
+
 /* ---- group commit -------------------------------------------------------------- */
 
 struct group_writer {
@@ -1366,6 +1663,9 @@ static const struct {
 	{ "restart_sigkill", case_restart_sigkill },
 	{ "grace", case_grace },
 	{ "primary_timeout", case_primary_timeout },
+	{ "resolved_sets_stay_resolved", case_resolved_sets_stay_resolved },
+	{ "stale_stage_keeps_pin", case_stale_stage_keeps_pin },
+	{ "indoubt_sigterm", case_indoubt_sigterm },
 	{ "group_commit", case_group_commit },
 	{ "sigterm_under_load", case_sigterm_under_load },
 	{ "sigkill_under_load", case_sigkill_under_load },
