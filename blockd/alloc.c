@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Free space of the device: a durable free list (one FREE key per free
  * block) plus a durable high-water mark, and volatile reservations.

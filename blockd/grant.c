@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The grant table: per block, the holders (many readers or one writer)
  * and a FIFO queue of GET entries waiting for access.

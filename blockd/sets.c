@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Atomic sets across devices: STAGE, COMMIT, RESOLVE and the recovery of
  * in-doubt sets, exactly as docs/protocol.md describes them.

@@ -20,8 +20,16 @@ foreach(case bad_flags bad_config config_file_serves foreign_folder foreign_rock
 	     indoubt_commit indoubt_restart restart_sigterm restart_sigkill grace primary_timeout
 	     group_commit sigterm_under_load sigkill_under_load
 	     resolved_sets_stay_resolved stale_stage_keeps_pin indoubt_sigterm)
+	# The cases that run blockd's commit and resolver threads against its
+	# event loop (in-doubt sets, group commit, stops under load) are
+	# concurrency tests: the ThreadSanitizer pass runs them (label tsan).
+	if(case MATCHES "^(indoubt_|group_commit|.*_under_load|resolved_sets|stale_stage)")
+		set(labels blockd tsan)
+	else()
+		set(labels blockd)
+	endif()
 	ngnfs_add_cluster_test(NAME blockd_${case} COMMAND test_blockd ${case} TIMEOUT 60
-			       LABELS blockd)
+			       LABELS ${labels})
 endforeach()
 
 find_program(NGNFS_SYSTEMD_ANALYZE systemd-analyze)

@@ -28,11 +28,14 @@ foreach(test session coherency atomicity)
 	add_executable(test_client_${test} ${NGNFS_TEST_DIR}/client/test_client_${test}.c)
 	target_link_libraries(test_client_${test} PRIVATE ngnfs_client_test)
 endforeach()
-ngnfs_add_cluster_test(NAME client.session COMMAND test_client_session TIMEOUT 60 LABELS client)
+# The network client's tests that run its I/O thread against callers'
+# threads carry the label tsan (the ThreadSanitizer pass) too.
+ngnfs_add_cluster_test(NAME client.session COMMAND test_client_session TIMEOUT 60
+		       LABELS client tsan)
 ngnfs_add_cluster_test(NAME client.coherency COMMAND test_client_coherency TIMEOUT 180
-		       LABELS client)
+		       LABELS client tsan)
 ngnfs_add_cluster_test(NAME client.atomicity COMMAND test_client_atomicity TIMEOUT 180
-		       LABELS client)
+		       LABELS client tsan)
 
 # client.flow: the client's side of the protocol against scripted fake
 # servers (order of STAGE/COMMIT/RESOLVE, aborted sets, GRANTs out of
@@ -41,4 +44,5 @@ ngnfs_add_cluster_test(NAME client.atomicity COMMAND test_client_atomicity TIMEO
 add_executable(test_client_flow ${NGNFS_TEST_DIR}/client/test_client_flow.c)
 target_link_libraries(test_client_flow PRIVATE ngnfs_client_test)
 add_test(NAME client.flow COMMAND test_client_flow)
-set_tests_properties(client.flow PROPERTIES TIMEOUT 30 LABELS client)
+set_tests_properties(client.flow PROPERTIES TIMEOUT 30 LABELS "client;tsan"
+		     ENVIRONMENT "${NGNFS_TSAN_ENVIRONMENT}")

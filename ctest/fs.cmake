@@ -32,17 +32,20 @@ target_link_libraries(test_fs_real PRIVATE ngnfs_core ngnfs_test_harness)
 
 set(NGNFS_FS_TESTS btree_random_vs_reference btree_sequential_splits names link_counts
 		   rename_cases orphan_unlink_open symlinks setattr stale_handles
+		   write_after_getattr_reads_back
 		   dirent_collisions readdir_exact readdir_cookies_100k fsck_clean fsck_finds_problems model_random)
 foreach(test ${NGNFS_FS_TESTS})
 	add_test(NAME fs_fake_${test} COMMAND test_fs_fake ${test})
 	set_tests_properties(fs_fake_${test} PROPERTIES TIMEOUT 120)
 	ngnfs_add_cluster_test(NAME fs_real_${test} COMMAND test_fs_real ${test} TIMEOUT 180)
 endforeach()
-# Several client processes on one filesystem: real blockd only.
-foreach(test two_clients_see_each_other concurrent_renames_two_clients rename_subtree_race
-	     tool_commands)
-	ngnfs_add_cluster_test(NAME fs_real_${test} COMMAND test_fs_real ${test} TIMEOUT 180)
+# Several client processes on one filesystem: real blockd only.  The three
+# concurrency tests carry the label tsan (the ThreadSanitizer pass).
+foreach(test two_clients_see_each_other concurrent_renames_two_clients rename_subtree_race)
+	ngnfs_add_cluster_test(NAME fs_real_${test} COMMAND test_fs_real ${test} TIMEOUT 180
+			       LABELS tsan)
 endforeach()
+ngnfs_add_cluster_test(NAME fs_real_tool_commands COMMAND test_fs_real tool_commands TIMEOUT 180)
 add_test(NAME fs_fake_directory_1m COMMAND test_fs_fake directory_1m)
 set_tests_properties(fs_fake_directory_1m PROPERTIES TIMEOUT 600 LABELS long)
 # Test paths are built with snprintf into fixed buffers that are large enough.

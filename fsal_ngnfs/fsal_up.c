@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: LGPL-3.0-or-later
 /*
  * Cache invalidation up-calls: what another gateway changed must drop out
  * of this gateway's MDCACHE.

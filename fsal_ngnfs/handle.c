@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: LGPL-3.0-or-later
 /*
  * Namespace and attribute operations of the NGNFS FSAL, and the export
  * operations that produce objects (lookup_path, create_handle).
@@ -629,7 +629,12 @@ static fsal_status_t ngnfs_fsal_rename(struct fsal_obj_handle *fsal_object,
 	ret = ngnfs_lookup(new_dir->export->fs, &new_dir->handle, new_name, &target, &attr);
 	if (ret < 0 && ret != -ENOENT)
 		return ngnfs_fsal_status(ret);
-	status = ngnfs_fsal_may_change_dir(new_dir_object, ret == 0 ? &target : NULL);
+	/*
+	 * Within one directory its write and search permission was checked
+	 * above; only a replaced entry still needs the sticky-bit check.
+	 */
+	if (new_dir_object != old_dir_object || ret == 0)
+		status = ngnfs_fsal_may_change_dir(new_dir_object, ret == 0 ? &target : NULL);
 	if (FSAL_IS_ERROR(status))
 		return status;
 	/* a directory moving to another parent gets a new "..": write on it */

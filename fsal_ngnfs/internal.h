@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: LGPL-3.0-or-later */
 #ifndef NGNFS_FSAL_INTERNAL_H
 #define NGNFS_FSAL_INTERNAL_H
 

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: LGPL-3.0-or-later
 /*
  * Registration of the NGNFS FSAL with ganesha and the table of options of
  * its FSAL block.

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: LGPL-3.0-or-later
 /*
  * NFSv4.2 extended attributes (RFC 8276) of the NGNFS FSAL: getxattrs,
  * setxattrs, listxattrs, removexattrs.

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 #ifndef NGNFS_CACHE_INTERNAL_H
 #define NGNFS_CACHE_INTERNAL_H
 
@@ -95,6 +95,13 @@ struct cache_block {
 	bool regrant;	/* session reset: dirty copy waits for its grant again */
 	bool freed;	/* freed by a committed transaction, leaves with its set */
 	bool reserved;	/* from ALLOC and never written: a free just returns it */
+	/*
+	 * A RELEASE down to crossed_access left while a GET was in flight:
+	 * the server may grant that GET before it sees the RELEASE, which
+	 * then takes the new grant back (see cache_get_done).
+	 */
+	bool release_crossed;
+	uint8_t crossed_access;
 	uint32_t readers;
 	bool writer;
 	int get_error;		      /* why the last GET failed, for the waiter */

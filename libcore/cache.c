@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * The block cache: cached blocks, their grants, the answers to the
  * server's revocations, the flusher and memory bounds.
@@ -46,7 +46,11 @@
  * cache lock is held, so it always leaves before any later GET of the
  * same block; and a REVOKE for a block this cache already brought down is
  * not answered again (our RELEASE crossed it), because a second RELEASE
- * could arrive after a newer GET and take back what it was granted.
+ * could arrive after a newer GET and take back what it was granted.  The
+ * one RELEASE that must leave while a GET is in flight (a READ grant
+ * revoked to NONE during its upgrade to WRITE) may reach the server after
+ * it granted the upgrade and strip it; the grant that answers such a GET
+ * is given up again at once (release_crossed), never written under.
  *
  * Failures: a write refused with -EBUSY (a block still pinned to our
  * previous multi-device set while its participants apply it) is sent
@@ -72,9 +76,6 @@
  *  - In stable mode a block that is written over and over by one client
  *    commits once per write round trip: writers of a block whose set is
  *    being written wait for that write.
- *  - A session reset while a transaction holds a block locally lets that
- *    transaction commit into a block without a grant; its write then
- *    fails and the set is dropped.
  */
 
 #include <errno.h>
@@ -444,6 +445,18 @@ static void revoke_progress(struct ngnfs_cache *cache, struct cache_block *block
 	block->revoke_pending = false;
 	if (target == NGNFS_ACCESS_NONE && cache->invalidate && block->data)
 		cache->invalidate(cache->invalidate_arg, block->blkno, block->data);
+	if (block->get_access > target) {
+		/*
+		 * Our upgrade GET is still queued at the server.  This
+		 * RELEASE must go now (the waiter ahead of our GET may be
+		 * waiting for exactly this grant), but the server can grant
+		 * the GET before it reads the RELEASE, which then strips
+		 * the new grant: remember, and settle it at the GRANT.
+		 */
+		if (!block->release_crossed || target < block->crossed_access)
+			block->crossed_access = target;
+		block->release_crossed = true;
+	}
 	cache_send_release(cache, block->blkno, target);
 	cache_wake_block(cache, block->blkno);
 }
@@ -574,6 +587,22 @@ static void cache_get_done(void *arg, int status, uint64_t blkno, uint64_t versi
 		goto out;
 	}
 	block->get_access = NGNFS_ACCESS_NONE;
+	if (block->release_crossed) {
+		block->release_crossed = false;
+		if (status == 0 && access > block->crossed_access) {
+			/*
+			 * We cannot tell whether our RELEASE reached the server
+			 * before or after this grant, so whether we hold it: make
+			 * it certain by releasing again (ordered before any later
+			 * GET).  The copy stays; the next GET revalidates it.
+			 * Writing under a grant the server took back would be
+			 * refused and lose the dirty set.
+			 */
+			cache_send_release(cache, blkno, block->crossed_access);
+			access = block->crossed_access;
+			cache->counters.crossed_grants++;
+		}
+	}
 	if (status < 0) {
 		if (block->regrant) {
 			/* The session may not be back yet: the flusher asks again. */

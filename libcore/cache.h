@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 #ifndef NGNFS_CACHE_H
 #define NGNFS_CACHE_H
 
@@ -27,7 +27,7 @@ enum ngnfs_durability {
 };
 
 struct ngnfs_cache_config {
-	size_t cache_bytes;		/* default 256 MiB */
+	size_t cache_bytes; /* default 256 MiB */
 	enum ngnfs_durability durability;
 	uint32_t writeback_interval_ms; /* default 1000 */
 	uint32_t alloc_batch;		/* blocks reserved per ALLOC; default 64 */
@@ -48,15 +48,16 @@ typedef void (*ngnfs_cache_invalidate_fn)(void *arg, uint64_t blkno, const void 
 struct ngnfs_cache_counters {
 	uint64_t hits;
 	uint64_t misses;
-	uint64_t revalidated;	   /* GETs answered "unchanged" */
+	uint64_t revalidated; /* GETs answered "unchanged" */
 	uint64_t revokes;
-	uint64_t retries;	   /* transaction re-runs */
+	uint64_t crossed_grants; /* grants given up again: our RELEASE crossed them */
+	uint64_t retries;	 /* transaction re-runs */
 	uint64_t sets_written;
 	uint64_t blocks_written;
-	uint64_t writes_sent;	   /* WRITE/COMMIT round trips */
+	uint64_t writes_sent; /* WRITE/COMMIT round trips */
 	uint64_t evictions;
-	uint64_t dirty_blocks;	   /* now */
-	uint64_t cached_blocks;	   /* now */
+	uint64_t dirty_blocks;	/* now */
+	uint64_t cached_blocks; /* now */
 };
 
 /*
@@ -74,8 +75,7 @@ int ngnfs_cache_create_with_client(const struct ngnfs_client_config *client_conf
 				   struct ngnfs_cache **cache_out);
 /* Writes back everything dirty, then frees the cache. */
 void ngnfs_cache_destroy(struct ngnfs_cache *cache);
-void ngnfs_cache_set_invalidate(struct ngnfs_cache *cache, ngnfs_cache_invalidate_fn fn,
-				void *arg);
+void ngnfs_cache_set_invalidate(struct ngnfs_cache *cache, ngnfs_cache_invalidate_fn fn, void *arg);
 
 /* Write back every dirty set and wait until they are durable. */
 int ngnfs_cache_sync(struct ngnfs_cache *cache);

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The network client: one session per blockd, one I/O thread per client.
  *
@@ -1975,8 +1975,14 @@ int ngnfs_client_write_set(struct ngnfs_client *client, const struct ngnfs_write
 		op->set_id = client->set_id_base |
 			     (atomic_fetch_add(&client->next_set_counter, 1) & ((1ULL << 40) - 1));
 
+	/*
+	 * The protocol caps frees per frame like blocks (msg.c refuses more
+	 * than NGNFS_MSG_MAX_BLOCKS of either): a set that unlinked thousands
+	 * of files fits the payload but not the count, so it is staged.
+	 */
 	op->single =
 	    op->participant_count == 1 && set->block_count <= NGNFS_MSG_MAX_BLOCKS &&
+	    set->free_count <= NGNFS_MSG_MAX_BLOCKS &&
 	    write_payload_size(0, set->block_count, set->free_count) <= NGNFS_MSG_MAX_PAYLOAD;
 	if (op->single) {
 		ret = send_write_frame(op, op->participants[0], NGNFS_WRITE_SINGLE, flags,
@@ -2018,6 +2024,8 @@ int ngnfs_client_write_set(struct ngnfs_client *client, const struct ngnfs_write
 			nf = f_end - f;
 			if (nf > room)
 				nf = (uint32_t)room;
+			if (nf > NGNFS_MSG_MAX_BLOCKS)
+				nf = NGNFS_MSG_MAX_BLOCKS;
 			ret = send_write_frame(op, device, NGNFS_WRITE_STAGE, 0, 0, op->sorted + b,
 					       nb, frees + f, nf);
 			if (ret) {

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * File data: reading, writing and truncating regular files through their
  * data map (the radix tree of format-block.h, "File data").
@@ -68,11 +68,16 @@ static uint64_t capacity_of_height(uint32_t height)
 	return span_of_level(height + 1);
 }
 
+/*
+ * Block 0 on the inode's device, then round robin: a small file's write
+ * (inode + block 0) is a one-device set, a large file still spreads over
+ * every device.  Files start where their directory is (inode.c).
+ */
 uint16_t ngnfs_data_device_for(uint64_t ino, uint64_t file_block, uint16_t device_count)
 {
 	if (device_count == 0)
 		return 0;
-	return (uint16_t)((ngnfs_blkno_index(ino) + file_block) % device_count);
+	return (uint16_t)((ngnfs_blkno_device(ino) + file_block % device_count) % device_count);
 }
 
 static uint64_t inode_ino(const struct ngnfs_inode *inode)

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 #ifndef NGNFS_FORMAT_MSG_H
 #define NGNFS_FORMAT_MSG_H
 
@@ -28,10 +28,12 @@
  */
 
 #include <stdint.h>
-
-typedef uint16_t __le16;
-typedef uint32_t __le32;
-typedef uint64_t __le64;
+/*
+ * The kernel's __le16/__le32/__le64 (sparse-checkable little-endian
+ * types), so these headers can be included next to any other that uses
+ * them instead of clashing with private typedefs.
+ */
+#include <linux/types.h>
 
 #define NGNFS_MSG_MAGIC		 0x4e474d31U /* "NGM1" read as a little-endian u32 */
 #define NGNFS_PROTOCOL_VERSION	 1

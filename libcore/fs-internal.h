@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 #ifndef NGNFS_FS_INTERNAL_H
 #define NGNFS_FS_INTERNAL_H
 
@@ -126,9 +126,13 @@ int ngnfs_alloc_block(struct ngnfs_txn *txn, uint16_t device, const char *op, ui
  */
 int ngnfs_inode_alloc(struct ngnfs_txn *txn, uint16_t device, uint32_t mode, uint32_t uid,
 		      uint32_t gid, uint64_t rdev, uint64_t parent_ino, struct ngnfs_inode **inode);
-/* Device for a new inode named name in parent: spreads inodes over devices. */
-uint16_t ngnfs_inode_device_for(struct ngnfs_txn *txn, uint64_t parent_ino, const char *name,
-				size_t name_length);
+/*
+ * Device for a new inode of type (S_IF*) named name in parent: a directory
+ * goes on a device chosen by hash (the namespace spreads), anything else
+ * on its parent's device (its create is a one-device write).
+ */
+uint16_t ngnfs_inode_device_for(struct ngnfs_txn *txn, uint64_t parent_ino, uint32_t type,
+				const char *name, size_t name_length);
 /*
  * Free everything an inode owns (data, xattrs, symlink block, dir btree)
  * and zero the inode block.  The zeroed block stays allocated until the

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The glue of the native API: error messages, handles on the wire, the
  * open-file table, sync, and invalidation up-calls.

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The protocol codec: the only code that turns format-msg.h structures
  * into bytes and back (interface in msg.h).

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The namespace operations: lookup, create (files, directories, devices,
  * fifos, sockets), symlink, readlink, link, unlink/rmdir and rename.
@@ -214,7 +214,7 @@ static int create_txn(struct ngnfs_txn *txn, void *arg)
 	if (type == S_IFDIR && le32toh(dir->nlink) >= NGNFS_LINK_MAX)
 		return -EMLINK;
 
-	device = ngnfs_inode_device_for(txn, args->dir->ino, args->name, args->name_length);
+	device = ngnfs_inode_device_for(txn, args->dir->ino, type, args->name, args->name_length);
 	ret = ngnfs_inode_alloc(txn, device, args->mode, args->uid, args->gid, args->rdev,
 				type == S_IFDIR ? args->dir->ino : 0, &inode);
 	if (ret < 0)

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Transactions: try-lock the blocks an operation needs, retry from the
  * start when one is not available, install private copies on success.
@@ -361,8 +361,10 @@ static void txn_release_entry(struct ngnfs_txn *txn, struct txn_entry *entry, bo
 	else
 		block->readers--;
 	if (entry->allocated && to_pool) {
-		cache_pool_push(cache, ngnfs_blkno_device(entry->blkno), entry->blkno,
-				entry->version);
+		/* A reservation whose grant a session reset took is worth nothing. */
+		if (block->access == NGNFS_ACCESS_WRITE)
+			cache_pool_push(cache, ngnfs_blkno_device(entry->blkno), entry->blkno,
+					entry->version);
 		cache_wake_block(cache, entry->blkno);
 		if (!block->revoke_pending && !block->dirty &&
 		    block->get_access == NGNFS_ACCESS_NONE)
@@ -384,6 +386,35 @@ static void txn_abort(struct ngnfs_txn *txn)
 	txn->count = 0;
 	pthread_mutex_unlock(&cache->lock);
 	cache_run_actions(cache, actions);
+}
+
+/*
+ * Every block about to be installed must still be granted for write.  A
+ * transaction holds its blocks only locally: a session reset (or any
+ * other loss of the grant) while the function ran would otherwise let it
+ * commit into a block whose write-back the server refuses, losing the
+ * whole set.  Such a transaction is retried instead, as if the block had
+ * been busy when it was taken.  Lock held.
+ */
+static bool txn_grants_held(struct ngnfs_txn *txn)
+{
+	uint32_t i;
+
+	for (i = 0; i < txn->count; i++) {
+		struct txn_entry *entry = &txn->entries[i];
+		struct cache_block *block = entry->block;
+
+		if (entry->mode != NGNFS_ACCESS_WRITE || (entry->allocated && entry->freed))
+			continue;
+		if (block->access == NGNFS_ACCESS_WRITE && !block->regrant)
+			continue;
+		ngnfs_cache_log("transaction on block %llu (device %u): the write grant went away "
+				"while the transaction ran; running it again\n",
+				(unsigned long long)entry->blkno, ngnfs_blkno_device(entry->blkno));
+		txn_retry_block(txn, entry->blkno, NGNFS_ACCESS_WRITE);
+		return false;
+	}
+	return true;
 }
 
 /* Install the private copies as one dirty set; returns the set or NULL (lock held). */
@@ -466,6 +497,11 @@ static int txn_commit(struct ngnfs_txn *txn)
 	int ret;
 
 	pthread_mutex_lock(&cache->lock);
+	if (!txn_grants_held(txn)) {
+		pthread_mutex_unlock(&cache->lock);
+		txn_abort(txn);
+		return -EAGAIN;
+	}
 	ret = txn_install(txn, &set);
 	if (ret < 0) {
 		pthread_mutex_unlock(&cache->lock);
@@ -634,7 +670,18 @@ int ngnfs_txn_run(struct ngnfs_cache *cache, ngnfs_txn_fn fn, void *arg)
 			txn_abort(&txn);
 			break;
 		}
+		txn.retry = TXN_RETRY_NONE;
 		ret = txn_commit(&txn);
+		if (ret == -EAGAIN && txn.retry != TXN_RETRY_NONE) {
+			/* A grant went away under the run: nothing was installed. */
+			pthread_mutex_lock(&cache->lock);
+			cache->counters.retries++;
+			pthread_mutex_unlock(&cache->lock);
+			ret = txn_wait(&txn);
+			if (ret < 0)
+				break;
+			continue;
+		}
 		break;
 	}
 	free(txn.entries);

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Extended attributes: where they live (inline in the inode block or in
  * the chain of index blocks from xattr_root, see format-block.h) and the

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * blockd's benchmark: group-committed write throughput next to RocksDB's
  * own db_bench doing the same synced, batched writes, and GET round

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * nfs_bench: the NFS gateway workloads, run the same way against several
  * ganesha.nfsd instances in one run so their figures can be compared.
@@ -8,7 +8,10 @@
  * in-memory FSAL: the upper bound of the ganesha core + MDCACHE), and
  * FSAL_NGNFS when a plugin folder and FSAL block (with its blockd
  * devices) are given.  Each target gets its own daemon from
- * ctest/fsal/ganesha_harness.c, so the three see identical core settings.
+ * ctest/fsal/ganesha_harness.c, so they all see identical core settings.
+ * --ngnfs-durability stable,writeback runs FSAL_NGNFS twice, once per
+ * Durability mode (targets NGNFS and NGNFS-wb), each on a cluster of its
+ * own, so both modes are compared with the same VFS and MEM figures.
  *
  * Workloads (each with 1 and 4 concurrent connections; every connection is
  * a thread with its own libnfs context and its own NFSv4 client name and
@@ -68,7 +71,7 @@
 #include "libnfs_client_id.h"
 
 #define MAX_THREADS 16
-#define MAX_TARGETS 3
+#define MAX_TARGETS 4 /* VFS, MEM, NGNFS stable, NGNFS writeback */
 #define WRITE_CHUNK 3584
 #define READ_CHUNK  (1024 * 1024)
 
@@ -105,6 +108,7 @@ static struct {
 	const char *ngnfs_plugins_dir;
 	const char *ngnfs_fsal_block;
 	unsigned int ngnfs_devices;
+	bool ngnfs_stable, ngnfs_writeback; /* which Durability modes to run */
 	bool want_vfs, want_mem, want_ngnfs;
 } settings = {
 	.dirs = 20,
@@ -119,11 +123,13 @@ static struct {
 	.want_vfs = true,
 	.want_mem = true,
 	.want_ngnfs = true,
+	.ngnfs_stable = true,
 };
 
 struct target {
 	const char *name;
 	const char *fsal_block;
+	char *owned_fsal_block; /* fsal_block when this program built it */
 	const char *plugins_dir;
 	bool skipped;
 	char skip_reason[256];
@@ -713,8 +719,9 @@ static int run_rss(struct target *target, struct ganesha_instance *gateway)
 
 static void print_table(struct target *targets, unsigned int target_count)
 {
-	struct target *vfs = NULL, *mem = NULL, *ngnfs = NULL;
-	unsigned int t, w, c;
+	struct target *vfs = NULL, *mem = NULL, *ngnfs[MAX_TARGETS];
+	unsigned int t, w, c, n, ngnfs_count = 0;
+	char header[32];
 
 	for (t = 0; t < target_count; t++) {
 		if (strcmp(targets[t].name, "VFS") == 0)
@@ -722,13 +729,17 @@ static void print_table(struct target *targets, unsigned int target_count)
 		else if (strcmp(targets[t].name, "MEM") == 0)
 			mem = &targets[t];
 		else
-			ngnfs = &targets[t];
+			ngnfs[ngnfs_count++] = &targets[t];
 	}
 	printf("\n%-9s %-5s %-10s", "workload", "conns", "unit");
 	for (t = 0; t < target_count; t++)
 		printf(" %12s", targets[t].name);
-	if (ngnfs)
-		printf(" %10s %10s", "NGNFS/MEM", "NGNFS/VFS");
+	for (n = 0; n < ngnfs_count; n++) {
+		snprintf(header, sizeof(header), "%s/MEM", ngnfs[n]->name);
+		printf(" %12s", header);
+		snprintf(header, sizeof(header), "%s/VFS", ngnfs[n]->name);
+		printf(" %12s", header);
+	}
 	printf("\n");
 	for (w = 0; w < WORKLOAD_COUNT; w++) {
 		for (c = 0; c < settings.thread_count_count; c++) {
@@ -740,17 +751,17 @@ static void print_table(struct target *targets, unsigned int target_count)
 				else
 					printf(" %12s", "-");
 			}
-			if (ngnfs) {
-				double n = ngnfs->results[c][w];
+			for (n = 0; n < ngnfs_count; n++) {
+				double rate = ngnfs[n]->results[c][w];
 
-				if (n > 0 && mem && mem->results[c][w] > 0)
-					printf(" %10.2f", n / mem->results[c][w]);
+				if (rate > 0 && mem && mem->results[c][w] > 0)
+					printf(" %12.2f", rate / mem->results[c][w]);
 				else
-					printf(" %10s", "-");
-				if (n > 0 && vfs && vfs->results[c][w] > 0)
-					printf(" %10.2f", n / vfs->results[c][w]);
+					printf(" %12s", "-");
+				if (rate > 0 && vfs && vfs->results[c][w] > 0)
+					printf(" %12.2f", rate / vfs->results[c][w]);
 				else
-					printf(" %10s", "-");
+					printf(" %12s", "-");
 			}
 			printf("\n");
 		}
@@ -768,14 +779,60 @@ static void usage(FILE *stream)
 	    "  --targets LIST          vfs,mem,ngnfs (default all; ngnfs needs the two below)\n"
 	    "  --ngnfs-plugins-dir DIR folder with libfsalngnfs.so  (or $NGNFS_BENCH_PLUGINS_DIR)\n"
 	    "  --ngnfs-fsal-block TEXT 'FSAL { Name = NGNFS; ... }' (or $NGNFS_BENCH_FSAL_BLOCK)\n"
+	    "  --ngnfs-devices N       start and mkfs N blockd for @DEVICES@ (or "
+	    "$NGNFS_BENCH_DEVICES)\n"
+	    "  --ngnfs-durability LIST stable, writeback or stable,writeback (default stable):\n"
+	    "                          one NGNFS target per mode (NGNFS, NGNFS-wb), each with\n"
+	    "                          Durability = MODE in its FSAL block and its own cluster\n"
 	    "  --connections LIST      e.g. 1,4 (default; at most %d each)\n"
 	    "  --dirs N --files-per-dir N   the untar tree (default 20 x 100)\n"
 	    "  --create-files N        files of the create workload (default 2000)\n"
 	    "  --sequential-mib N      bytes of seqwrite/seqread (default 64)\n"
 	    "  --rss N                 instead: peak VmRSS of the daemon while creating\n"
 	    "                          and stat-ing N files (one connection)\n"
-	    "ganesha.nfsd is $NGNFS_GANESHA or /usr/bin/ganesha.nfsd.\n",
+	    "ganesha.nfsd is $NGNFS_GANESHA or /usr/bin/ganesha.nfsd; $NGNFS_BENCH_EXTRA_CONFIG\n"
+	    "is added to every daemon's config (LOG { } blocks for profiling).\n",
 	    MAX_THREADS);
+}
+
+static int parse_durability(const char *text)
+{
+	char *copy = strdup(text), *item, *save = NULL;
+	int ret = 0;
+
+	settings.ngnfs_stable = false;
+	settings.ngnfs_writeback = false;
+	for (item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+		if (strcmp(item, "stable") == 0)
+			settings.ngnfs_stable = true;
+		else if (strcmp(item, "writeback") == 0)
+			settings.ngnfs_writeback = true;
+		else
+			ret = -EINVAL;
+	}
+	free(copy);
+	if (!settings.ngnfs_stable && !settings.ngnfs_writeback)
+		ret = -EINVAL;
+	return ret;
+}
+
+/*
+ * The caller's FSAL block with "Durability = MODE;" added before its last
+ * brace.  A block that sets Durability itself is refused: the column
+ * would then not say what ran.
+ */
+static char *fsal_block_with_durability(const char *block, const char *mode)
+{
+	const char *brace = strrchr(block, '}');
+	size_t head;
+	char *text;
+
+	if (!brace || strcasestr(block, "Durability"))
+		return NULL;
+	head = (size_t)(brace - block);
+	if (asprintf(&text, "%.*s Durability = %s; %s", (int)head, block, mode, brace) < 0)
+		return NULL;
+	return text;
 }
 
 static int parse_connections(const char *text)
@@ -803,6 +860,7 @@ int main(int argc, char **argv)
 		{ "ngnfs-plugins-dir", required_argument, NULL, 'P' },
 		{ "ngnfs-fsal-block", required_argument, NULL, 'B' },
 		{ "ngnfs-devices", required_argument, NULL, 'D' },
+		{ "ngnfs-durability", required_argument, NULL, 'W' },
 		{ "connections", required_argument, NULL, 'c' },
 		{ "dirs", required_argument, NULL, 'd' },
 		{ "files-per-dir", required_argument, NULL, 'f' },
@@ -843,6 +901,12 @@ int main(int argc, char **argv)
 			break;
 		case 'D':
 			settings.ngnfs_devices = (unsigned int)strtoul(optarg, NULL, 10);
+			break;
+		case 'W':
+			if (parse_durability(optarg) < 0) {
+				fprintf(stderr, "nfs_bench: bad --ngnfs-durability %s\n", optarg);
+				return 2;
+			}
 			break;
 		case 'c':
 			if (parse_connections(optarg) < 0) {
@@ -886,18 +950,38 @@ int main(int argc, char **argv)
 		targets[target_count++] =
 		    (struct target){ .name = "MEM", .fsal_block = "FSAL { Name = MEM; }" };
 	if (settings.want_ngnfs) {
-		struct target *ngnfs = &targets[target_count++];
+		static const struct {
+			const char *name, *mode;
+		} modes[] = { { "NGNFS", "stable" }, { "NGNFS-wb", "writeback" } };
+		unsigned int m;
 
 		if (!settings.ngnfs_fsal_block && settings.ngnfs_devices)
 			settings.ngnfs_fsal_block = NGNFS_BACKEND_DEFAULT_FSAL_BLOCK;
-		*ngnfs = (struct target){ .name = "NGNFS",
-					  .fsal_block = settings.ngnfs_fsal_block,
-					  .plugins_dir = settings.ngnfs_plugins_dir };
-		if (!settings.ngnfs_plugins_dir || !settings.ngnfs_fsal_block) {
-			ngnfs->skipped = true;
-			snprintf(ngnfs->skip_reason, sizeof(ngnfs->skip_reason),
-				 "give --ngnfs-plugins-dir and --ngnfs-devices N (or "
-				 "--ngnfs-fsal-block for a cluster of your own) to run it");
+		for (m = 0; m < 2; m++) {
+			struct target *ngnfs;
+
+			if (m == 0 ? !settings.ngnfs_stable : !settings.ngnfs_writeback)
+				continue;
+			ngnfs = &targets[target_count++];
+			*ngnfs = (struct target){ .name = modes[m].name,
+						  .plugins_dir = settings.ngnfs_plugins_dir };
+			if (!settings.ngnfs_plugins_dir || !settings.ngnfs_fsal_block) {
+				ngnfs->skipped = true;
+				snprintf(ngnfs->skip_reason, sizeof(ngnfs->skip_reason),
+					 "give --ngnfs-plugins-dir and --ngnfs-devices N (or "
+					 "--ngnfs-fsal-block for a cluster of your own) to run it");
+				continue;
+			}
+			ngnfs->owned_fsal_block =
+			    fsal_block_with_durability(settings.ngnfs_fsal_block, modes[m].mode);
+			ngnfs->fsal_block = ngnfs->owned_fsal_block;
+			if (!ngnfs->fsal_block) {
+				fprintf(stderr,
+					"nfs_bench: the NGNFS FSAL block must end in '}' and not "
+					"set Durability (use --ngnfs-durability): %s\n",
+					settings.ngnfs_fsal_block);
+				return 2;
+			}
 		}
 	}
 
@@ -907,6 +991,8 @@ int main(int argc, char **argv)
 			.fsal_block = target->fsal_block,
 			.plugins_dir = target->plugins_dir,
 			.name = "bench",
+			/* e.g. LOG { COMPONENTS { NFS_V4 = FULL_DEBUG; } } to see the ops */
+			.extra_config = getenv("NGNFS_BENCH_EXTRA_CONFIG"),
 		};
 		struct ngnfs_test_cluster *cluster = NULL;
 		struct ganesha_instance *gateway;
@@ -936,7 +1022,7 @@ int main(int argc, char **argv)
 			options.fsal_block = block;
 		}
 		/* FSAL_NGNFS exports a path inside ngnfs, not a local folder. */
-		if (strcmp(target->name, "NGNFS") == 0)
+		if (strncmp(target->name, "NGNFS", 5) == 0)
 			options.export_path = "/";
 		fprintf(stderr, "nfs_bench: %s (%s)\n", target->name, options.fsal_block);
 		gateway = ganesha_instance_start_with(&options);
@@ -966,5 +1052,7 @@ int main(int argc, char **argv)
 	}
 	if (!settings.rss_files)
 		print_table(targets, target_count);
+	for (t = 0; t < target_count; t++)
+		free(targets[t].owned_fsal_block);
 	return failures ? 1 : 0;
 }

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Benchmark of the network client against real blockd processes on
  * loopback: GET round trips (cached-version hits that carry no data and

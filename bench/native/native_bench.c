@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Benchmark of the native API (libcore/ngnfs.h) on real blockd processes:
  * what an archive ingest costs a gateway before NFS is in the way.
@@ -25,6 +25,9 @@
  *
  * The cost columns are per 1000 operations:
  *   writes   libcore's WRITE/COMMIT round trips (cache counter writes_sent)
+ *   retries  transaction re-runs (cache counter retries): a block busy,
+ *            not cached, frozen in a write in flight, or an empty
+ *            allocation pool; each is a wait
  *   syncs    RocksDB synced write batches, i.e. blockd group commits,
  *            summed over the devices.  blockd has no live counter: it logs
  *            "stopped after N group commits of M requests" when it stops on
@@ -39,7 +42,7 @@
  * operations shared one RocksDB sync.
  *
  * Run: <build>/bench/native_bench [--files N] [--stable-files N]
- *      [--devices 1,3] [--no-commit-table]
+ *      [--devices 1,3] [--modes writeback,stable] [--no-commit-table]
  * (blockd from --blockd or NGNFS_BLOCKD, else the build's own).
  *
  * XXX:
@@ -79,6 +82,7 @@ static unsigned int stable_untar_files = 50;
 static bool commit_table = true;
 static unsigned int device_counts[4] = { 1, 3 };
 static unsigned int device_count_count = 2;
+static bool run_writeback = true, run_stable = true;
 
 /*
  * A phase that stops making progress (a livelocked transaction, a lost
@@ -93,9 +97,24 @@ static void made_progress(void)
 	__atomic_add_fetch(&progress, 1, __ATOMIC_RELAXED);
 }
 
+/* The mounted filesystem of the table phases, for the retries column. */
+static struct ngnfs_fs *table_fs;
+static uint64_t phase_retries;
+
+static uint64_t txn_retries(void)
+{
+	struct ngnfs_cache_counters counters;
+
+	if (!table_fs)
+		return 0;
+	ngnfs_cache_counters(table_fs->cache, &counters);
+	return counters.retries;
+}
+
 static void set_phase(const char *phase)
 {
 	__atomic_store_n(&current_phase, phase, __ATOMIC_RELEASE);
+	phase_retries = txn_retries();
 	made_progress();
 }
 
@@ -149,8 +168,8 @@ static uint64_t writes_sent(struct ngnfs_fs *fs)
 
 static void print_header(void)
 {
-	printf("%-4s %-9s %-14s %7s %8s %10s %12s %8s\n", "devs", "mode", "workload", "ops",
-	       "seconds", "ops/s", "durable/s", "writes/k");
+	printf("%-4s %-9s %-14s %7s %8s %10s %12s %8s %9s\n", "devs", "mode", "workload", "ops",
+	       "seconds", "ops/s", "durable/s", "writes/k", "retries/k");
 }
 
 static void print_row(unsigned int devices, const char *mode, const char *workload, uint64_t ops,
@@ -160,9 +179,10 @@ static void print_row(unsigned int devices, const char *mode, const char *worklo
 
 	if (durable_seconds > 0)
 		snprintf(durable, sizeof(durable), "%.0f", (double)ops / durable_seconds);
-	printf("%-4u %-9s %-14s %7llu %8.3f %10.0f %12s %8.1f\n", devices, mode, workload,
+	printf("%-4u %-9s %-14s %7llu %8.3f %10.0f %12s %8.1f %9.1f\n", devices, mode, workload,
 	       (unsigned long long)ops, seconds, (double)ops / seconds, durable,
-	       ops ? (double)writes * 1000.0 / (double)ops : 0.0);
+	       ops ? (double)writes * 1000.0 / (double)ops : 0.0,
+	       ops ? (double)(txn_retries() - phase_retries) * 1000.0 / (double)ops : 0.0);
 	fflush(stdout);
 }
 
@@ -342,6 +362,7 @@ static void run_mount(unsigned int devices, const char *const *addresses,
 	ret = ngnfs_mount(&options, &fs);
 	if (ret < 0)
 		die("mount", ret);
+	table_fs = fs;
 	ret = ngnfs_root(fs, &root);
 	if (ret < 0)
 		die("root", ret);
@@ -466,6 +487,7 @@ static void run_mount(unsigned int devices, const char *const *addresses,
 			die("getxattr after replace: value differs", -EIO);
 	}
 	free(tree);
+	table_fs = NULL;
 	ngnfs_unmount(fs);
 }
 
@@ -606,10 +628,12 @@ static void run_commit_table(struct ngnfs_test_cluster *cluster, unsigned int de
 static void usage(void)
 {
 	printf("usage: native_bench [--files N] [--stable-files N] [--devices 1,3]\n"
-	       "                    [--no-commit-table] [--blockd PATH]\n"
+	       "                    [--modes writeback,stable] [--no-commit-table]\n"
+	       "                    [--blockd PATH]\n"
 	       "  --files N          creates in the big directory, writeback (default 20000)\n"
 	       "  --stable-files N   the same in stable mode (default 2000)\n"
 	       "  --devices LIST     device counts to run, comma separated (default 1,3)\n"
+	       "  --modes LIST       writeback,stable (default both; e.g. one for perf record)\n"
 	       "  --no-commit-table  skip the stable group-commit table (blockd restarts)\n"
 	       "  --blockd PATH      blockd binary (default NGNFS_BLOCKD or the build's)\n");
 }
@@ -621,6 +645,7 @@ int main(int argc, char **argv)
 		{ "stable-files", required_argument, NULL, 's' },
 		{ "devices", required_argument, NULL, 'd' },
 		{ "no-commit-table", no_argument, NULL, 'n' },
+		{ "modes", required_argument, NULL, 'm' },
 		{ "blockd", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -649,6 +674,10 @@ int main(int argc, char **argv)
 		}
 		case 'n':
 			commit_table = false;
+			break;
+		case 'm':
+			run_writeback = strstr(optarg, "writeback") != NULL;
+			run_stable = strstr(optarg, "stable") != NULL;
 			break;
 		case 'b':
 			setenv("NGNFS_BLOCKD", optarg, 1);
@@ -691,9 +720,13 @@ int main(int argc, char **argv)
 		ret = ngnfs_mkfs(&mkfs, fs_id);
 		if (ret < 0)
 			die("mkfs", ret);
-		run_mount(devices, ngnfs_test_cluster_addresses(cluster), NGNFS_MOUNT_WRITEBACK);
-		run_mount(devices, ngnfs_test_cluster_addresses(cluster), NGNFS_MOUNT_STABLE);
-		if (commit_table) {
+		if (run_writeback)
+			run_mount(devices, ngnfs_test_cluster_addresses(cluster),
+				  NGNFS_MOUNT_WRITEBACK);
+		if (run_stable)
+			run_mount(devices, ngnfs_test_cluster_addresses(cluster),
+				  NGNFS_MOUNT_STABLE);
+		if (commit_table && run_stable) {
 			run_commit_table(cluster, devices);
 			if (i + 1 < device_count_count)
 				print_header();

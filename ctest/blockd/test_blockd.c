@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * blockd's behaviour tests: real blockd processes (started by the shared
  * harness, ctest/harness/cluster.h) driven over raw sockets with the
@@ -21,6 +21,7 @@
 #include <rocksdb/c.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1478,7 +1479,7 @@ struct load_writer {
 	const char *address;
 	uint64_t blkno;
 	uint64_t acknowledged; /* highest version whose WRITE_REPLY arrived */
-	volatile bool stop;
+	atomic_bool stop;      /* set by the main thread, polled by the writer */
 };
 
 static void *load_writer_thread(void *arg)
@@ -1492,7 +1493,7 @@ static void *load_writer_thread(void *arg)
 	if (tc_connect(&tc, writer->address) || tc_hello(&tc, fs_id, 0, NULL) ||
 	    tc_get(&tc, writer->blkno, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL))
 		return NULL;
-	while (!writer->stop) {
+	while (!atomic_load(&writer->stop)) {
 		/* the data names the version it becomes, so version and data can be checked */
 		next = version + 1;
 		memset(data, (int)writer->blkno, sizeof(data));
@@ -1522,7 +1523,7 @@ static void kill_under_load(int sig)
 	usleep(400000);
 	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, sig), 0);
 	for (int i = 0; i < 8; i++) {
-		writers[i].stop = true;
+		atomic_store(&writers[i].stop, true);
 		pthread_join(writers[i].thread, NULL);
 	}
 	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * An in-process double of the network client (client.h) for the cache
  * and transaction tests that must not wait for real servers.

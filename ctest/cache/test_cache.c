@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Tests of the block cache and transactions (libcore/cache.c, txn.c,
  * dirty.c), one behaviour per test, selected by name on the command line
@@ -1144,6 +1144,143 @@ static void abba_report(const char *what, struct ngnfs_cache *cache, uint64_t st
 	       (unsigned long long)counters.writes_sent);
 }
 
+/*
+ * upgrade_contention_keeps_dirty_sets: two clients contend for the same
+ * two blocks (one per device), every update reading them first (a READ
+ * grant, as a getattr before a write) and then taking them for write (an
+ * upgrade GET while the READ grant is still held).  The other client's
+ * requests revoke that READ grant while the upgrade is queued, and the
+ * answering RELEASE can reach the server after the upgrade was granted.
+ * Stable mode (every set written at once, revocations meet it in flight)
+ * and writeback mode with a long interval (a set leaves only on a
+ * revocation, while its blocks are dirty).  Not one update may be lost:
+ * every write-back must succeed (no set "lost" to a refused write) and
+ * the servers end with exactly the number of increments made.
+ */
+#define UPGRADE_CLIENTS 2
+#define UPGRADE_THREADS 2
+#define UPGRADE_ROUNDS	300
+
+struct upgrade_worker {
+	struct ngnfs_cache *cache;
+	uint64_t a, b;
+	uint64_t done;
+	int error;
+	pthread_t thread;
+};
+
+struct upgrade_arg {
+	uint64_t a, b;
+};
+
+/* Read both blocks, then take both for write and add one to each. */
+static int upgrade_add_fn(struct ngnfs_txn *txn, void *arg)
+{
+	struct upgrade_arg *upgrade = arg;
+	const void *ra, *rb;
+	void *wa, *wb;
+	uint64_t va, vb;
+	int ret;
+
+	ret = ngnfs_txn_read(txn, upgrade->a, &ra);
+	if (ret)
+		return ret;
+	ret = ngnfs_txn_read(txn, upgrade->b, &rb);
+	if (ret)
+		return ret;
+	memcpy(&va, ra, sizeof(va));
+	memcpy(&vb, rb, sizeof(vb));
+	ret = ngnfs_txn_write(txn, upgrade->a, &wa);
+	if (ret)
+		return ret;
+	ret = ngnfs_txn_write(txn, upgrade->b, &wb);
+	if (ret)
+		return ret;
+	va++;
+	vb++;
+	memcpy(wa, &va, sizeof(va));
+	memcpy(wb, &vb, sizeof(vb));
+	return 0;
+}
+
+static void *upgrade_main(void *arg)
+{
+	struct upgrade_worker *worker = arg;
+	struct upgrade_arg upgrade = { .a = worker->a, .b = worker->b };
+	struct get_arg read_a = { .blkno = worker->a };
+	int i;
+
+	for (i = 0; i < UPGRADE_ROUNDS && !worker->error; i++) {
+		/* A read on its own first leaves a READ grant for the update to upgrade. */
+		worker->error = ngnfs_txn_run(worker->cache, get_fn, &read_a);
+		if (!worker->error)
+			worker->error = ngnfs_txn_run(worker->cache, upgrade_add_fn, &upgrade);
+		if (!worker->error)
+			worker->done++;
+	}
+	return NULL;
+}
+
+static void upgrade_contention(enum ngnfs_durability durability, uint64_t a, uint64_t b)
+{
+	const char *mode = durability == NGNFS_DURABILITY_STABLE ? "stable" : "writeback";
+	struct ngnfs_cache *caches[UPGRADE_CLIENTS];
+	struct upgrade_worker workers[UPGRADE_CLIENTS * UPGRADE_THREADS];
+	uint64_t total = 0, crossed = 0, revokes = 0, value;
+	int c, w, ret;
+
+	for (c = 0; c < UPGRADE_CLIENTS; c++)
+		caches[c] = new_cache(durability, 60000, 0);
+	for (w = 0; w < UPGRADE_CLIENTS * UPGRADE_THREADS; w++) {
+		workers[w] =
+		    (struct upgrade_worker){ .cache = caches[w % UPGRADE_CLIENTS], .a = a, .b = b };
+		pthread_create(&workers[w].thread, NULL, upgrade_main, &workers[w]);
+	}
+	for (w = 0; w < UPGRADE_CLIENTS * UPGRADE_THREADS; w++) {
+		pthread_join(workers[w].thread, NULL);
+		CHECK(workers[w].error == 0,
+		      "%s: expected every update of worker %d to succeed, round %llu failed with "
+		      "%d",
+		      mode, w, (unsigned long long)workers[w].done, workers[w].error);
+		total += workers[w].done;
+	}
+	for (c = 0; c < UPGRADE_CLIENTS; c++) {
+		struct ngnfs_cache_counters counters = counters_of(caches[c]);
+
+		ret = ngnfs_cache_sync(caches[c]);
+		CHECK(ret == 0, "%s: expected client %d's final sync to succeed, got %d", mode, c,
+		      ret);
+		ret = ngnfs_cache_take_error(caches[c]);
+		CHECK(ret == 0,
+		      "%s: expected no write-back of client %d to have failed (a lost dirty set), "
+		      "got %d",
+		      mode, c, ret);
+		crossed += counters.crossed_grants;
+		revokes += counters.revokes;
+	}
+	/* Coherent reads: the participant applies a committed set after the primary. */
+	value = get(env.probe_cache, a);
+	CHECK(value == total, "%s: expected block a to hold %llu increments, the server has %llu",
+	      mode, (unsigned long long)total, (unsigned long long)value);
+	value = get(env.probe_cache, b);
+	CHECK(value == total, "%s: expected block b to hold %llu increments, the server has %llu",
+	      mode, (unsigned long long)total, (unsigned long long)value);
+	CHECK(revokes > 0, "%s: expected the clients to revoke each other, counted none", mode);
+	printf("upgrade contention, %s: %llu updates, %llu revocations, %llu crossed grants "
+	       "given up again\n",
+	       mode, (unsigned long long)total, (unsigned long long)revokes,
+	       (unsigned long long)crossed);
+	for (c = 0; c < UPGRADE_CLIENTS; c++)
+		ngnfs_cache_destroy(caches[c]);
+}
+
+static int test_upgrade_contention_keeps_dirty_sets(void)
+{
+	upgrade_contention(NGNFS_DURABILITY_STABLE, TEST_BLOCK(0, 40), TEST_BLOCK(1, 40));
+	upgrade_contention(NGNFS_DURABILITY_WRITEBACK, TEST_BLOCK(0, 41), TEST_BLOCK(1, 41));
+	return 0;
+}
+
 static int test_abba_transfers_conserve_total(void)
 {
 	struct ngnfs_cache *caches[2];
@@ -1389,6 +1526,7 @@ static const struct test tests[] = {
 	  false },
 	{ "revocation_waits_for_local_lock", test_revocation_waits_for_local_lock, false },
 	{ "abba_transfers_conserve_total", test_abba_transfers_conserve_total, false },
+	{ "upgrade_contention_keeps_dirty_sets", test_upgrade_contention_keeps_dirty_sets, false },
 #ifdef NGNFS_CACHE_TEST_REAL
 	{ "abba_two_processes", test_abba_two_processes, false },
 	{ "restart_reclaims_dirty", test_restart_reclaims_dirty, false },

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The device manifest parser: what it accepts (comments, blank lines,
  * trailing comments, IPv6 in brackets, device order kept) and what it

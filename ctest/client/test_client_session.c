@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The network client against real blockd processes: every request type
  * end to end, and the session behaviour a caller relies on.
@@ -216,6 +216,69 @@ static void test_requests(struct client_test_fs *fs, struct ngnfs_client *client
 			      (unsigned long long)blocks[i].version,
 			      (unsigned long long)read_version);
 		}
+	}
+
+	/*
+	 * A set freeing more blocks than one frame may carry (the protocol
+	 * caps frees at NGNFS_MSG_MAX_BLOCKS like blocks): what a directory
+	 * of unlinked files flushes as one set.  The client must split it.
+	 */
+	{
+		enum { MANY = NGNFS_MSG_MAX_BLOCKS + 60 };
+		static uint64_t freed[MANY], alloc_versions[MANY];
+		static struct ngnfs_block_request written[MANY];
+		static uint8_t keep_data[NGNFS_BLOCK_SIZE];
+		struct ngnfs_device_statfs before, after;
+		struct ngnfs_block_request keep;
+		uint64_t keep_version;
+		uint32_t have = 0, got;
+
+		while (have < MANY) {
+			got = 0;
+			uint32_t want =
+			    MANY - have < NGNFS_MSG_MAX_BLOCKS ? MANY - have : NGNFS_MSG_MAX_BLOCKS;
+
+			ret = ngnfs_client_alloc_sync(client, 1, want, freed + have,
+						      alloc_versions + have, &got);
+			CHECK(ret == 0 && got > 0, "ALLOC for the frees: %d (%s), %u blocks", ret,
+			      strerror(-ret), got);
+			have += got;
+		}
+		/* only written blocks count as allocated and may be freed */
+		for (uint32_t i = 0; i < MANY; i++)
+			written[i] = (struct ngnfs_block_request){ .blkno = freed[i],
+								   .version = alloc_versions[i],
+								   .access = NGNFS_ACCESS_WRITE,
+								   .data = keep_data };
+		set = (struct ngnfs_write_set){ .blocks = written, .block_count = MANY };
+		CHECK_OK(ngnfs_client_write_set_sync(client, &set, alloc_versions),
+			 "WRITE of the blocks to free");
+		/* written by the test above, so writing it changes no free count */
+		blkno = ngnfs_blkno_make(1, 1000);
+		get_write(client, blkno, &version);
+		fill(keep_data, blkno, 5);
+		keep = (struct ngnfs_block_request){ .blkno = blkno,
+						     .version = version,
+						     .access = NGNFS_ACCESS_WRITE,
+						     .data = keep_data };
+		CHECK_OK(ngnfs_client_statfs_sync(client, 1, &before), "STATFS before the frees");
+		set = (struct ngnfs_write_set){
+			.blocks = &keep, .block_count = 1, .frees = freed, .free_count = MANY
+		};
+		ret = ngnfs_client_write_set_sync(client, &set, &keep_version);
+		CHECK_OK(ret, "WRITE of a set with more than NGNFS_MSG_MAX_BLOCKS frees");
+		/* a staged set is applied after its commit point: wait for it */
+		for (int tries = 0; tries < 200; tries++) {
+			CHECK_OK(ngnfs_client_statfs_sync(client, 1, &after),
+				 "STATFS after the frees");
+			if (after.free_blocks >= before.free_blocks + MANY)
+				break;
+			usleep(10000);
+		}
+		CHECK(after.free_blocks >= before.free_blocks + MANY,
+		      "after freeing %u blocks device 1 has %llu free blocks, before %llu", MANY,
+		      (unsigned long long)after.free_blocks,
+		      (unsigned long long)before.free_blocks);
 	}
 
 	/* STATFS, ALLOC, CMPXCHG */

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Crash tests: kill -9 a client or a blockd in the middle of a metadata
  * workload, then check from another mount that nothing acknowledged as

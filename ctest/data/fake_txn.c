@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * An in-memory implementation of txn.h for the file data and xattr tests
  * (see fake_txn.h for what it checks and counts).

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * File data over the txn.h test double: what a file reads back is what
  * was written, byte for byte, at any offset up to past 1 TiB; holes read
@@ -441,7 +441,9 @@ static void test_spread_over_devices(void **state)
 				 per_device[d]);
 	/* the placement function itself */
 	assert_int_equal(ngnfs_data_device_for(fx->file.ino, 5, 4),
-			 (ngnfs_blkno_index(fx->file.ino) + 5) % 4);
+			 (ngnfs_blkno_device(fx->file.ino) + 5) % 4);
+	assert_int_equal(ngnfs_data_device_for(fx->file.ino, 0, 4),
+			 ngnfs_blkno_device(fx->file.ino));
 	expect_contents(fx, 0, data, blocks * BLOCK);
 	free(data);
 }

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * File data and xattrs through the native API against real blockd
  * processes (three devices started by ctest/harness/cluster.h): what the

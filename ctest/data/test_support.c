@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * What the data and xattr test library needs from libcore/fs.c without
  * the rest of fs.c (which pulls in the cache, the client and the

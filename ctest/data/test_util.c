@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Helpers shared by the file data and xattr tests (see test_util.h).
  * They go through the same inode helpers as the filesystem (inode.c) so

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Extended attributes over the txn.h test double: setxattr(2) semantics
  * (flags, namespaces, limits, the size-0 and too-small conventions of get

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * A test double of txn.h (and the few cache.h and client.h calls the
  * filesystem makes) over an in-memory map of blocks, so that the POSIX

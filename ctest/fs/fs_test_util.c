@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Helpers shared by the filesystem tests (see fs_test_util.h): the two
  * backends, seeded randomness, failure reporting and API wrappers.

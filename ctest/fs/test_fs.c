@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Tests of the POSIX filesystem on blocks (libcore/btree.c, dir.c,
  * inode.c, namei.c, super.c, fs.c, fsck.c), one behaviour per test,
@@ -299,6 +299,61 @@ static void test_setattr(void)
 	stop_fs(fs);
 }
 
+/*
+ * write_after_getattr_reads_back: the data of a write is read back, also
+ * when the inode was only read (getattr) just before the write, in both
+ * durability modes and over one and several devices.
+ */
+static void write_after_getattr_once(unsigned int devices, enum ngnfs_durability_mode mode)
+{
+	struct ngnfs_fs *fs = start_fs(devices, "getattr-write", mode);
+	struct ngnfs_handle root = root_of(fs), file;
+	struct ngnfs_attr attr;
+	unsigned char data[100], back[200];
+	bool eof = false;
+	unsigned int i;
+
+	for (i = 0; i < sizeof(data); i++)
+		data[i] = (unsigned char)(i * 7 + 1);
+	EXPECT_RET(ngnfs_create(fs, &root, "f", S_IFREG | 0644, 0, 0, 0, &file, NULL), 0);
+	EXPECT_RET(ngnfs_getattr(fs, &file, &attr), 0);
+	CHECK(attr.size == 0, "new file: expected size 0, got %llu", (unsigned long long)attr.size);
+	EXPECT_RET(ngnfs_write(fs, &file, 0, data, sizeof(data), false), (long)sizeof(data));
+	memset(back, 0xee, sizeof(back));
+	EXPECT_RET(ngnfs_read(fs, &file, 0, back, sizeof(back), &eof), (long)sizeof(data));
+	for (i = 0; i < sizeof(data); i++)
+		CHECK(back[i] == data[i],
+		      "%u devices, %s: byte %u read back as 0x%02x, written 0x%02x", devices,
+		      mode == NGNFS_MOUNT_STABLE ? "stable" : "writeback", i, back[i], data[i]);
+	CHECK(eof, "read to the end of a 100-byte file did not say end of file");
+	EXPECT_RET(ngnfs_getattr(fs, &file, &attr), 0);
+	CHECK(attr.size == sizeof(data), "after the write: expected size %zu, got %llu",
+	      sizeof(data), (unsigned long long)attr.size);
+	/* And once more after the inode's attributes were read between two writes. */
+	EXPECT_RET(ngnfs_write(fs, &file, 50, data, sizeof(data), false), (long)sizeof(data));
+	EXPECT_RET(ngnfs_getattr(fs, &file, &attr), 0);
+	CHECK(attr.size == 150, "after the second write: expected size 150, got %llu",
+	      (unsigned long long)attr.size);
+	EXPECT_RET(ngnfs_read(fs, &file, 0, back, sizeof(back), &eof), 150);
+	for (i = 0; i < 150; i++) {
+		unsigned char want = i < 50 ? data[i] : data[i - 50];
+
+		CHECK(back[i] == want,
+		      "%u devices, %s: after the second write byte %u read back as 0x%02x, "
+		      "expected 0x%02x",
+		      devices, mode == NGNFS_MOUNT_STABLE ? "stable" : "writeback", i, back[i],
+		      want);
+	}
+	stop_fs(fs);
+}
+
+static void test_write_after_getattr_reads_back(void)
+{
+	write_after_getattr_once(1, NGNFS_MOUNT_STABLE);
+	write_after_getattr_once(3, NGNFS_MOUNT_STABLE);
+	write_after_getattr_once(3, NGNFS_MOUNT_WRITEBACK);
+}
+
 /* stale_handles: a reused inode block has another generation */
 static void test_stale_handles(void)
 {
@@ -510,6 +565,7 @@ static const struct test_case tests[] = {
 	{ "symlinks", test_symlinks },
 	{ "setattr", test_setattr },
 	{ "stale_handles", test_stale_handles },
+	{ "write_after_getattr_reads_back", test_write_after_getattr_reads_back },
 	{ "dirent_collisions", test_dirent_collisions },
 	{ "readdir_exact", test_readdir_exact },
 	{ "readdir_cookies_100k", test_readdir_cookies_100k },

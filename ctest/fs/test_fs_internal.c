@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Tests of the filesystem's internals that the native API does not
  * show: the btree (called directly inside transactions) and directory

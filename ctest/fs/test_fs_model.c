@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * The model-based test: one seeded random sequence of POSIX operations
  * (create, mkdir, unlink, rmdir, rename, link, symlink, small writes,

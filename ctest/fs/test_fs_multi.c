@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * Several clients on one filesystem (real blockd only): each client is a
  * forked process with its own mount, so the clients share nothing but
@@ -7,9 +7,11 @@
  *  - two_clients_see_each_other: in lock step over pipes, each client
  *    finds what the other created, renamed and removed in the step before.
  *  - concurrent_renames_two_clients: threads in two clients rename files
- *    back and forth between the same two directories in opposite orders
- *    while others create and unlink; every operation must succeed and at
- *    the end every file is in exactly one place and fsck is clean.
+ *    and directories back and forth between the same two directories in
+ *    opposite orders while others create and unlink; every operation must
+ *    succeed, and at the end every entry is in exactly one place, is the
+ *    inode it was, has the right link count, each directory lists exactly
+ *    the expected names once and fsck is clean.
  *  - rename_subtree_race: two clients at once try to move P under Q and Q
  *    under P; at most one may succeed, and the tree must stay a tree.
  *
@@ -171,10 +173,21 @@ void test_two_clients_see_each_other(void)
 
 /* ---- concurrent_renames_two_clients ---- */
 
-#define RENAME_THREADS 3
-#define RENAME_FILES   4
-#define RENAME_ROUNDS  5
-#define CHURN_FILES    40
+/*
+ * Per client: RENAME_THREADS threads move their own entries between x and
+ * y, CHURN_THREADS threads create and unlink in both.  Neighbouring threads
+ * and the two clients start in opposite directions, so at any moment some
+ * rename locks x then y while another (here or in the other process) locks
+ * y then x: if an operation held a block while waiting for another one,
+ * this deadlocks (the children's alarm() fails the test).  The last entry
+ * of each rename thread is a directory, so every rename of it also moves a
+ * ".." and changes both parents' link counts.
+ */
+#define RENAME_THREADS 6
+#define CHURN_THREADS  2
+#define RENAME_FILES   4  /* the last one is a directory */
+#define RENAME_ROUNDS  5  /* odd: every entry ends on the other side */
+#define CHURN_FILES    30 /* every third one survives */
 
 struct rename_thread {
 	struct ngnfs_fs *fs;
@@ -184,27 +197,45 @@ struct rename_thread {
 	char message[256];
 };
 
+/* Which directory an entry of this thread starts in: 0 is x, 1 is y. */
+static int rename_start_side(int client, int thread)
+{
+	return (client + thread) % 2;
+}
+
+static bool rename_is_dir(int file)
+{
+	return file == RENAME_FILES - 1;
+}
+
+static void rename_name(char *name, size_t size, int client, int thread, int file)
+{
+	snprintf(name, size, "%c%d-%d-%d", rename_is_dir(file) ? 'd' : 'm', client, thread, file);
+}
+
+static void churn_name(char *name, size_t size, int client, int thread, int file)
+{
+	snprintf(name, size, "churn%d-%d-%d", client, thread, file);
+}
+
 static void *rename_worker(void *arg)
 {
 	struct rename_thread *worker = arg;
-	struct ngnfs_handle x = dir_named(worker->fs, "x"), y = dir_named(worker->fs, "y");
-	/* client 0 goes x->y first, client 1 y->x first: opposite orders */
-	struct ngnfs_handle *from = worker->client == 0 ? &x : &y;
-	struct ngnfs_handle *to = worker->client == 0 ? &y : &x;
+	struct ngnfs_handle dirs[2] = { dir_named(worker->fs, "x"), dir_named(worker->fs, "y") };
+	int side = rename_start_side(worker->client, worker->thread);
 	char name[64];
 	int round, file, ret;
 
 	for (round = 0; round < RENAME_ROUNDS; round++) {
 		for (file = 0; file < RENAME_FILES; file++) {
-			snprintf(name, sizeof(name), "m%d-%d-%d", worker->client, worker->thread,
-				 file);
-			ret = ngnfs_rename(worker->fs, round % 2 ? to : from, name,
-					   round % 2 ? from : to, name);
+			rename_name(name, sizeof(name), worker->client, worker->thread, file);
+			ret = ngnfs_rename(worker->fs, &dirs[side], name, &dirs[1 - side], name);
 			if (ret < 0 && !worker->failures++)
 				snprintf(worker->message, sizeof(worker->message),
 					 "rename %s round %d: %d (%s)", name, round, ret,
 					 ngnfs_last_error());
 		}
+		side = 1 - side;
 	}
 	return NULL;
 }
@@ -212,14 +243,14 @@ static void *rename_worker(void *arg)
 static void *churn_worker(void *arg)
 {
 	struct rename_thread *worker = arg;
-	struct ngnfs_handle x = dir_named(worker->fs, "x"), y = dir_named(worker->fs, "y");
+	struct ngnfs_handle dirs[2] = { dir_named(worker->fs, "x"), dir_named(worker->fs, "y") };
 	char name[64];
 	int file, ret;
 
 	for (file = 0; file < CHURN_FILES; file++) {
-		struct ngnfs_handle *dir = file % 2 ? &x : &y;
+		struct ngnfs_handle *dir = &dirs[(file + worker->client) % 2];
 
-		snprintf(name, sizeof(name), "churn%d-%d", worker->client, file);
+		churn_name(name, sizeof(name), worker->client, worker->thread, file);
 		ret = ngnfs_create(worker->fs, dir, name, S_IFREG | 0644, 0, 0, 0, NULL, NULL);
 		if (ret == 0 && file % 3 != 0)
 			ret = ngnfs_unlink(worker->fs, dir, name);
@@ -232,48 +263,90 @@ static void *churn_worker(void *arg)
 
 static void rename_client(struct ngnfs_fs *fs, int index, int in, int out)
 {
-	struct rename_thread workers[RENAME_THREADS + 1];
-	pthread_t threads[RENAME_THREADS + 1];
+	struct rename_thread workers[RENAME_THREADS + CHURN_THREADS];
+	pthread_t threads[RENAME_THREADS + CHURN_THREADS];
 	int i;
 
 	(void)out;
 	receive_byte(in); /* start together */
-	for (i = 0; i <= RENAME_THREADS; i++) {
+	for (i = 0; i < RENAME_THREADS + CHURN_THREADS; i++) {
 		memset(&workers[i], 0, sizeof(workers[i]));
 		workers[i].fs = fs;
 		workers[i].client = index;
-		workers[i].thread = i;
+		workers[i].thread = i < RENAME_THREADS ? i : i - RENAME_THREADS;
 		CHECK(pthread_create(&threads[i], NULL,
-				     i == RENAME_THREADS ? churn_worker : rename_worker,
+				     i < RENAME_THREADS ? rename_worker : churn_worker,
 				     &workers[i]) == 0,
 		      "pthread_create");
 	}
-	for (i = 0; i <= RENAME_THREADS; i++) {
+	for (i = 0; i < RENAME_THREADS + CHURN_THREADS; i++) {
 		pthread_join(threads[i], NULL);
 		CHECK(workers[i].failures == 0, "client %d thread %d: %d failures, first: %s",
 		      index, i, workers[i].failures, workers[i].message);
 	}
 }
 
+static int compare_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * The listing of dir holds exactly the expected names, once each, and its
+ * link count is 2 plus its subdirectories.
+ */
+static void check_rename_dir(struct ngnfs_fs *fs, const struct ngnfs_handle *dir, const char *what,
+			     char **expected, size_t expected_count, unsigned int subdirs)
+{
+	struct listing listing;
+	struct ngnfs_attr attr = attr_of(fs, dir);
+	size_t i;
+
+	list_all(fs, dir, &listing);
+	qsort(listing.names, listing.count, sizeof(listing.names[0]), compare_names);
+	qsort(expected, expected_count, sizeof(expected[0]), compare_names);
+	for (i = 1; i < listing.count; i++)
+		CHECK(strcmp(listing.names[i - 1], listing.names[i]) != 0, "%s lists \"%s\" twice",
+		      what, listing.names[i]);
+	CHECK(listing.count == expected_count, "%s: expected %zu entries, got %zu", what,
+	      expected_count, listing.count);
+	for (i = 0; i < expected_count; i++)
+		CHECK(strcmp(listing.names[i], expected[i]) == 0,
+		      "%s: expected entry \"%s\", listed \"%s\"", what, expected[i],
+		      listing.names[i]);
+	CHECK(attr.nlink == 2 + subdirs, "%s: expected %u links (2 + %u subdirectories), got %u",
+	      what, 2 + subdirs, subdirs, attr.nlink);
+	listing_free(&listing);
+}
+
 void test_concurrent_renames_two_clients(void)
 {
-	struct ngnfs_handle root, x, y;
+	enum { ENTRIES = 2 * RENAME_THREADS * RENAME_FILES + 2 * CHURN_THREADS * CHURN_FILES };
+	static uint64_t inos[2][RENAME_THREADS][RENAME_FILES];
+	char *expected[2][ENTRIES];
+	size_t expected_count[2] = { 0, 0 };
+	unsigned int subdirs[2] = { 0, 0 };
+	struct ngnfs_handle root, dirs[2], found, parent;
+	struct ngnfs_attr attr;
 	struct ngnfs_fs *fs;
 	struct timespec start, end;
-	int go[2], client, thread, file, in_x, in_y;
+	int go[2], client, thread, file, side, found_in;
 	char name[64];
 	pid_t pids[2];
 
 	start_backend_mkfs(3, "renames");
 	fs = mount_fs(NGNFS_MOUNT_STABLE);
 	root = root_of(fs);
-	x = make(fs, &root, "x", S_IFDIR | 0755);
-	y = make(fs, &root, "y", S_IFDIR | 0755);
+	dirs[0] = make(fs, &root, "x", S_IFDIR | 0755);
+	dirs[1] = make(fs, &root, "y", S_IFDIR | 0755);
 	for (client = 0; client < 2; client++)
 		for (thread = 0; thread < RENAME_THREADS; thread++)
 			for (file = 0; file < RENAME_FILES; file++) {
-				snprintf(name, sizeof(name), "m%d-%d-%d", client, thread, file);
-				make(fs, client == 0 ? &x : &y, name, S_IFREG | 0644);
+				rename_name(name, sizeof(name), client, thread, file);
+				inos[client][thread][file] =
+				    make(fs, &dirs[rename_start_side(client, thread)], name,
+					 rename_is_dir(file) ? S_IFDIR | 0755 : S_IFREG | 0644)
+					.ino;
 			}
 	ngnfs_unmount(fs);
 
@@ -286,28 +359,69 @@ void test_concurrent_renames_two_clients(void)
 	wait_client(pids[0], "0");
 	wait_client(pids[1], "1");
 	clock_gettime(CLOCK_MONOTONIC, &end);
-	TEST_LOG("%d renames and %d creates in two clients took %.2f s",
-		 2 * RENAME_THREADS * RENAME_FILES * RENAME_ROUNDS, 2 * CHURN_FILES,
+	TEST_LOG("%d renames, %d creates and %d unlinks in two clients of %d threads took %.2f s",
+		 2 * RENAME_THREADS * RENAME_FILES * RENAME_ROUNDS, 2 * CHURN_THREADS * CHURN_FILES,
+		 2 * CHURN_THREADS * (CHURN_FILES - (CHURN_FILES + 2) / 3),
+		 RENAME_THREADS + CHURN_THREADS,
 		 (double)(end.tv_sec - start.tv_sec) + (end.tv_nsec - start.tv_nsec) / 1e9);
 
 	fs = mount_fs(NGNFS_MOUNT_STABLE);
-	/* an odd number of rounds: every file ends up on the other side */
+	/* every renamed entry is in exactly one place, the other side, and is
+	 * the inode it was: nothing lost, duplicated or replaced */
 	for (client = 0; client < 2; client++)
 		for (thread = 0; thread < RENAME_THREADS; thread++)
 			for (file = 0; file < RENAME_FILES; file++) {
-				snprintf(name, sizeof(name), "m%d-%d-%d", client, thread, file);
-				in_x = lookup(fs, &x, name, NULL) == 0;
-				in_y = lookup(fs, &y, name, NULL) == 0;
-				CHECK(in_x + in_y == 1, "%s is in %d places", name, in_x + in_y);
-				CHECK(in_x == (client == 1), "%s ended in the wrong directory",
-				      name);
+				side = 1 - rename_start_side(client, thread);
+				rename_name(name, sizeof(name), client, thread, file);
+				found_in = 0;
+				if (lookup(fs, &dirs[1 - side], name, NULL) == 0)
+					found_in++;
+				EXPECT_RET(lookup(fs, &dirs[side], name, &found), 0);
+				CHECK(found_in == 0, "%s is in both directories", name);
+				CHECK(found.ino == inos[client][thread][file],
+				      "%s: expected inode %llu, found %llu", name,
+				      (unsigned long long)inos[client][thread][file],
+				      (unsigned long long)found.ino);
+				attr = attr_of(fs, &found);
+				if (rename_is_dir(file)) {
+					CHECK((attr.mode & S_IFMT) == S_IFDIR && attr.nlink == 2,
+					      "%s: expected an empty directory with 2 links, got "
+					      "mode %o nlink %u",
+					      name, attr.mode, attr.nlink);
+					EXPECT_RET(lookup(fs, &found, "..", &parent), 0);
+					CHECK(parent.ino == dirs[side].ino,
+					      "%s: \"..\" is inode %llu, not its directory", name,
+					      (unsigned long long)parent.ino);
+					subdirs[side]++;
+				} else {
+					CHECK(
+					    (attr.mode & S_IFMT) == S_IFREG && attr.nlink == 1,
+					    "%s: expected a file with 1 link, got mode %o nlink %u",
+					    name, attr.mode, attr.nlink);
+				}
+				expected[side][expected_count[side]++] = strdup(name);
 			}
 	for (client = 0; client < 2; client++)
-		for (file = 0; file < CHURN_FILES; file++) {
-			snprintf(name, sizeof(name), "churn%d-%d", client, file);
-			EXPECT_RET(lookup(fs, file % 2 ? &x : &y, name, NULL),
-				   file % 3 == 0 ? 0 : -ENOENT);
-		}
+		for (thread = 0; thread < CHURN_THREADS; thread++)
+			for (file = 0; file < CHURN_FILES; file++) {
+				side = (file + client) % 2;
+				churn_name(name, sizeof(name), client, thread, file);
+				if (file % 3 != 0) {
+					EXPECT_RET(lookup(fs, &dirs[side], name, NULL), -ENOENT);
+					continue;
+				}
+				EXPECT_RET(lookup(fs, &dirs[side], name, &found), 0);
+				attr = attr_of(fs, &found);
+				CHECK((attr.mode & S_IFMT) == S_IFREG && attr.nlink == 1,
+				      "%s: expected a file with 1 link, got mode %o nlink %u", name,
+				      attr.mode, attr.nlink);
+				expected[side][expected_count[side]++] = strdup(name);
+			}
+	check_rename_dir(fs, &dirs[0], "x", expected[0], expected_count[0], subdirs[0]);
+	check_rename_dir(fs, &dirs[1], "y", expected[1], expected_count[1], subdirs[1]);
+	for (side = 0; side < 2; side++)
+		while (expected_count[side])
+			free(expected[side][--expected_count[side]]);
 	check_fsck_clean(fs);
 	ngnfs_unmount(fs);
 	stop_backend();
@@ -404,8 +518,7 @@ void test_rename_subtree_race(void)
 
 /* ---- the admin tool against real blockd ---- */
 
-static void run_tool(const char *const *argv, int expected_status, const char *output,
-		     char **text)
+static void run_tool(const char *const *argv, int expected_status, const char *output, char **text)
 {
 	int status;
 
@@ -450,8 +563,8 @@ void test_tool_commands(void)
 		      "mkfs: expected progress and the fs id, got:\n%s", text);
 		free(text);
 		run_tool(argv, 1, output, &text);
-		CHECK(strstr(text, "already formatted"), "second mkfs: expected a refusal, got:\n%s",
-		      text);
+		CHECK(strstr(text, "already formatted"),
+		      "second mkfs: expected a refusal, got:\n%s", text);
 		free(text);
 	}
 	fs = mount_fs(NGNFS_MOUNT_STABLE);

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * End-to-end tests of the NFS gateway: real blockd clusters
  * (ctest/harness/cluster.h), formatted with ngnfs_mkfs(), served by the
@@ -26,6 +26,14 @@
  *   outage     a blockd that goes away makes operations fail with NFS
  *              errors (no hang, no crash) and they work again once it is
  *              back
+ *   nfs3       the same export over NFSv3 (Protocols = 3, 4): the
+ *              program first moves itself into a private network and mount
+ *              namespace with its own rpcbind (ganesha_private_rpcbind_start),
+ *              then checks ganesha's registrations there and does files,
+ *              data, directories, rename, links, symlinks, readdir, getattr
+ *              and setattr, unlink and errors through libnfs's NFSv3, and
+ *              what v3 writes v4 reads and the other way round.  Exits 77
+ *              (ctest's SKIP_RETURN_CODE) when the namespace cannot be made.
  *
  * libnfs 4.0 encodes a WRITE into a fixed 4 KiB buffer, so writes go in
  * chunks of at most 3584 bytes (see /work/shared/GANESHA-FSAL-NOTES.md);
@@ -36,8 +44,7 @@
  * nfs_create(O_RDWR) and directories get their mode from nfs_mkdir2().
  *
  * XXX:
- *  - NFSv3 (private network namespace with its own rpcbind) is not
- *    covered.
+ *  - NFSv3 runs without NLM (Enable_NLM = false): no v3 byte-range locks.
  */
 
 #include <errno.h>
@@ -63,6 +70,7 @@
 #include <cmocka.h>
 #include <nfsc/libnfs.h>
 #include <nfsc/libnfs-raw.h>
+#include <nfsc/libnfs-raw-nfs.h>
 
 #include "cluster.h"
 #include "ganesha_harness.h"
@@ -72,6 +80,8 @@
 #define WRITE_CHUNK 3584
 #define READ_CHUNK  (1024 * 1024)
 #define PSEUDO	    "/ngnfs"
+/* ctest's SKIP_RETURN_CODE for fsal.e2e_nfs3 (ctest/fsal.cmake) */
+#define NGNFS_E2E_SKIP 77
 
 static struct {
 	const char *plugins_dir;
@@ -88,6 +98,7 @@ static struct {
 static struct ngnfs_test_cluster *cluster;
 static struct ganesha_instance *gateway;
 static struct ganesha_instance *gateway_b;
+static struct ganesha_rpcbind *private_rpcbind;
 
 /*
  * LeakSanitizer (NGNFS_SANITIZE builds): libnfs 4.0's nfs_destroy_context()
@@ -175,6 +186,11 @@ static struct ganesha_instance *start_gateway(const char *name, const char *dura
 	options.export_extra = export_extra;
 	options.extra_config = extra_config;
 	options.name = name;
+	if (private_rpcbind != NULL) {
+		/* v3 mounts the Pseudo path too, so both versions use /ngnfs */
+		options.protocols = "3, 4";
+		options.core_extra = "\tMount_Path_Pseudo = true;";
+	}
 	return ganesha_instance_start_with(&options);
 }
 
@@ -1324,15 +1340,350 @@ static void test_blockd_outage(void **state)
 	nfs_destroy_context(nfs);
 }
 
+/* ---- nfs3 group ------------------------------------------------------- */
+
+/*
+ * An NFSv3 mount as a legacy host makes it: no ports given, so libnfs asks
+ * rpcbind (our private one, 127.0.0.1:111) where MOUNT and NFS are.
+ */
+static struct nfs_context *nfs3_connect(void)
+{
+	struct nfs_context *nfs = nfs_init_context();
+	int ret;
+
+	check(nfs != NULL, "expected a libnfs context");
+	check_nfs(nfs, nfs_set_version(nfs, NFS_V3));
+	nfs_set_timeout(nfs, 30000);
+	ret = nfs_mount(nfs, "127.0.0.1", PSEUDO);
+	check(ret == 0, "expected an NFSv3 mount of 127.0.0.1:%s through rpcbind, got %d: %s",
+	      PSEUDO, ret, nfs_get_error(nfs));
+	return nfs;
+}
+
+static int setup_nfs3(void **state)
+{
+	(void)state;
+	if (private_rpcbind == NULL)
+		return -1;
+	return setup_one_gateway(state);
+}
+
+static int teardown_nfs3(void **state)
+{
+	int ret = teardown_all(state);
+
+	if (ganesha_private_rpcbind_stop(private_rpcbind) != 0)
+		ret = -1;
+	private_rpcbind = NULL;
+	return ret;
+}
+
+/* ganesha registered NFS v3 on its port and MOUNT v3 with our rpcbind. */
+static void test_nfs3_registered_with_private_rpcbind(void **state)
+{
+	const char *argv[] = { "rpcinfo", "-p", "127.0.0.1", NULL };
+	char output[4096 + 32];
+	char *text;
+	char *line;
+	char *save = NULL;
+	bool nfs3 = false;
+	bool nfs4 = false;
+	bool mount3 = false;
+	int status = 0;
+	int ret;
+
+	(void)state;
+	snprintf(output, sizeof(output), "%s/rpcinfo.out", ngnfs_test_cluster_dir(cluster));
+	ret = ngnfs_test_run(argv, output, 10000, &status);
+	check(ret == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "expected rpcinfo -p 127.0.0.1 to succeed, got %d, wait status %#x", ret, status);
+	text = ngnfs_test_read_file(output, NULL);
+	check(text != NULL, "expected rpcinfo's output in %s", output);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		unsigned int program;
+		unsigned int version;
+		unsigned int port;
+		char protocol[8];
+
+		if (sscanf(line, "%u %u %7s %u", &program, &version, protocol, &port) != 4 ||
+		    strcmp(protocol, "tcp") != 0)
+			continue;
+		if (program == 100003 && version == 3)
+			nfs3 = port == ganesha_instance_port(gateway);
+		if (program == 100003 && version == 4)
+			nfs4 = port == ganesha_instance_port(gateway);
+		if (program == 100005 && version == 3)
+			mount3 = port != 0;
+	}
+	check(nfs3 && nfs4 && mount3,
+	      "expected NFS v3 and v4 on tcp port %u and MOUNT v3 registered "
+	      "(nfs3 %d, nfs4 %d, mount3 %d); rpcinfo said:\n%s",
+	      ganesha_instance_port(gateway), nfs3, nfs4, mount3,
+	      ngnfs_test_read_file(output, NULL));
+	free(text);
+}
+
+static void test_nfs3_data_byte_for_byte(void **state)
+{
+	static const size_t sizes[] = { 0, 1, 4095, 4096, 4097, 65537, 1048576 + 3 };
+	struct nfs_context *nfs = nfs3_connect();
+	struct nfs_stat_64 st;
+	struct nfsfh *fh = NULL;
+	uint8_t *data = malloc(1048576 + 3);
+	uint8_t *big = malloc(256 * 1024);
+	char path[64];
+	size_t i;
+
+	(void)state;
+	check(data != NULL && big != NULL, "out of memory");
+	check_nfs(nfs, nfs_mkdir(nfs, "/v3"));
+	check_nfs(nfs, nfs_mkdir(nfs, "/v3/data"));
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		snprintf(path, sizeof(path), "/v3/data/f%zu", sizes[i]);
+		fill_pattern(data, sizes[i], 300 + i);
+		create_with(nfs, path, data, sizes[i]);
+	}
+	/* v3 has no COMPOUND buffer limit: one 256 KiB WRITE at an offset */
+	fill_pattern(big, 256 * 1024, 77);
+	check_nfs(nfs, nfs_create(nfs, "/v3/data/big", O_RDWR, 0600, &fh));
+	check_nfs(nfs, nfs_pwrite(nfs, fh, 12345, 256 * 1024, big));
+	check_nfs(nfs, nfs_fsync(nfs, fh));
+	check_nfs(nfs, nfs_close(nfs, fh));
+	nfs_destroy_context(nfs);
+
+	/* read back on a fresh mount: nothing comes from the client's cache */
+	nfs = nfs3_connect();
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		snprintf(path, sizeof(path), "/v3/data/f%zu", sizes[i]);
+		fill_pattern(data, sizes[i], 300 + i);
+		check_file(nfs, path, data, sizes[i]);
+	}
+	check_nfs(nfs, nfs_stat64(nfs, "/v3/data/big", &st));
+	check(st.nfs_size == 12345 + 256 * 1024, "big: expected size %d, got %" PRIu64,
+	      12345 + 256 * 1024, (uint64_t)st.nfs_size);
+	check_nfs(nfs, nfs_open(nfs, "/v3/data/big", O_RDONLY, &fh));
+	memset(data, 0, 12345);
+	check_contents(nfs, fh, 0, data, 12345, "big (the hole before the write)");
+	check_contents(nfs, fh, 12345, big, 256 * 1024, "big");
+	check_nfs(nfs, nfs_close(nfs, fh));
+	free(data);
+	free(big);
+	nfs_destroy_context(nfs);
+}
+
+static void test_nfs3_namespace_operations(void **state)
+{
+	struct nfs_context *nfs = nfs3_connect();
+	struct nfs_stat_64 st;
+	struct nfs_stat_64 st2;
+	struct nfsdir *dir = NULL;
+	struct nfsdirent *entry;
+	char target[64];
+	unsigned int seen = 0;
+
+	(void)state;
+	check_nfs(nfs, nfs_mkdir(nfs, "/v3/ns"));
+	check_nfs(nfs, nfs_mkdir(nfs, "/v3/ns/a"));
+	check_nfs(nfs, nfs_mkdir(nfs, "/v3/ns/b"));
+	create_with(nfs, "/v3/ns/a/one", (const uint8_t *)"one", 3);
+	create_with(nfs, "/v3/ns/a/two", (const uint8_t *)"two", 3);
+
+	/* rename: same directory, across, over an existing file, a directory */
+	check_nfs(nfs, nfs_rename(nfs, "/v3/ns/a/one", "/v3/ns/a/uno"));
+	check_dir(nfs, "/v3/ns/a", "two,uno");
+	check_nfs(nfs, nfs_rename(nfs, "/v3/ns/a/uno", "/v3/ns/b/uno"));
+	check_file(nfs, "/v3/ns/b/uno", (const uint8_t *)"one", 3);
+	check_nfs(nfs, nfs_rename(nfs, "/v3/ns/a/two", "/v3/ns/b/uno"));
+	check_dir(nfs, "/v3/ns/a", "");
+	check_file(nfs, "/v3/ns/b/uno", (const uint8_t *)"two", 3);
+	check_nfs(nfs, nfs_rename(nfs, "/v3/ns/b", "/v3/ns/a/b"));
+	check_dir(nfs, "/v3/ns", "a");
+	check_file(nfs, "/v3/ns/a/b/uno", (const uint8_t *)"two", 3);
+
+	/* hard link: one inode, nlink 2, survives the other name */
+	check_nfs(nfs, nfs_link(nfs, "/v3/ns/a/b/uno", "/v3/ns/hard"));
+	check_nfs(nfs, nfs_stat64(nfs, "/v3/ns/a/b/uno", &st));
+	check_nfs(nfs, nfs_stat64(nfs, "/v3/ns/hard", &st2));
+	check(st.nfs_ino == st2.nfs_ino && st2.nfs_nlink == 2,
+	      "hard link: expected one inode with nlink 2, got %" PRIu64 " and %" PRIu64
+	      " with nlink %u",
+	      (uint64_t)st.nfs_ino, (uint64_t)st2.nfs_ino, (unsigned int)st2.nfs_nlink);
+	check_nfs(nfs, nfs_unlink(nfs, "/v3/ns/a/b/uno"));
+	check_file(nfs, "/v3/ns/hard", (const uint8_t *)"two", 3);
+	check_nfs(nfs, nfs_stat64(nfs, "/v3/ns/hard", &st2));
+	check(st2.nfs_nlink == 1, "after unlink: expected nlink 1, got %u",
+	      (unsigned int)st2.nfs_nlink);
+
+	/* symlink: kept as written (length not a multiple of 4, see test_links) */
+	check_nfs(nfs, nfs_symlink(nfs, "./hard", "/v3/ns/soft"));
+	memset(target, 0, sizeof(target));
+	check_nfs(nfs, nfs_readlink(nfs, "/v3/ns/soft", target, sizeof(target)));
+	check(strcmp(target, "./hard") == 0, "readlink: expected \"./hard\", got \"%s\"", target);
+	check_nfs(nfs, nfs_lstat64(nfs, "/v3/ns/soft", &st2));
+	check((st2.nfs_mode & S_IFMT) == S_IFLNK && st2.nfs_size == 6,
+	      "lstat: expected a 6-byte symlink, got mode 0%o size %" PRIu64,
+	      (unsigned int)st2.nfs_mode, (uint64_t)st2.nfs_size);
+
+	/* readdir (READDIRPLUS3): names, types and inode numbers */
+	check_dir(nfs, "/v3/ns", "a,hard,soft");
+	check_nfs(nfs, nfs_stat64(nfs, "/v3/ns/hard", &st));
+	check_nfs(nfs, nfs_opendir(nfs, "/v3/ns", &dir));
+	while ((entry = nfs_readdir(nfs, dir)) != NULL) {
+		if (strcmp(entry->name, "hard") == 0) {
+			check(entry->type == NF3REG && entry->inode == st.nfs_ino &&
+				  entry->size == 3,
+			      "readdir \"hard\": expected a regular file, inode %" PRIu64
+			      ", 3 bytes; got type %u inode %" PRIu64 " size %" PRIu64,
+			      (uint64_t)st.nfs_ino, entry->type, entry->inode, entry->size);
+			seen |= 1;
+		} else if (strcmp(entry->name, "a") == 0) {
+			check(entry->type == NF3DIR, "readdir \"a\": expected a directory, type %u",
+			      entry->type);
+			seen |= 2;
+		} else if (strcmp(entry->name, "soft") == 0) {
+			check(entry->type == NF3LNK,
+			      "readdir \"soft\": expected a symlink, type %u", entry->type);
+			seen |= 4;
+		}
+	}
+	nfs_closedir(nfs, dir);
+	check(seen == 7, "readdir: expected a, hard and soft, saw mask %u", seen);
+
+	/* unlink and rmdir */
+	check_nfs(nfs, nfs_unlink(nfs, "/v3/ns/soft"));
+	check_nfs(nfs, nfs_unlink(nfs, "/v3/ns/hard"));
+	check_nfs(nfs, nfs_rmdir(nfs, "/v3/ns/a/b"));
+	check_nfs(nfs, nfs_rmdir(nfs, "/v3/ns/a"));
+	check_dir(nfs, "/v3/ns", "");
+	nfs_destroy_context(nfs);
+}
+
+static void test_nfs3_attributes(void **state)
+{
+	struct nfs_context *nfs = nfs3_connect();
+	struct timeval times[2];
+	struct nfs_stat_64 st;
+	uint8_t expected[8192];
+	struct nfsfh *fh = NULL;
+
+	(void)state;
+	check_nfs(nfs, nfs_mkdir(nfs, "/v3/attr"));
+	fill_pattern(expected, 5000, 9);
+	create_with(nfs, "/v3/attr/f", expected, 5000);
+
+	/* mode: v3 SETATTR works by handle, on directories too */
+	check_nfs(nfs, nfs_chmod(nfs, "/v3/attr/f", 04751));
+	check_nfs(nfs, nfs_stat64(nfs, "/v3/attr/f", &st));
+	check((st.nfs_mode & 07777) == 04751 && (st.nfs_mode & S_IFMT) == S_IFREG,
+	      "chmod: expected a regular file 04751, got 0%o", (unsigned int)st.nfs_mode);
+	check_nfs(nfs, nfs_chmod(nfs, "/v3/attr", 0710));
+	check_nfs(nfs, nfs_stat64(nfs, "/v3/attr", &st));
+	check((st.nfs_mode & 07777) == 0710 && (st.nfs_mode & S_IFMT) == S_IFDIR,
+	      "chmod of a directory: expected 0710, got 0%o", (unsigned int)st.nfs_mode);
+	check_nfs(nfs, nfs_chown(nfs, "/v3/attr/f", 1234, 5678));
+	check_nfs(nfs, nfs_stat64(nfs, "/v3/attr/f", &st));
+	check(st.nfs_uid == 1234 && st.nfs_gid == 5678, "chown: expected 1234:5678, got %u:%u",
+	      (unsigned int)st.nfs_uid, (unsigned int)st.nfs_gid);
+
+	/* size: truncate down keeps the head, up reads zeros */
+	check_nfs(nfs, nfs_truncate(nfs, "/v3/attr/f", 1000));
+	check_nfs(nfs, nfs_stat64(nfs, "/v3/attr/f", &st));
+	check(st.nfs_size == 1000, "truncate down: expected 1000, got %" PRIu64,
+	      (uint64_t)st.nfs_size);
+	check_nfs(nfs, nfs_truncate(nfs, "/v3/attr/f", 8192));
+	memset(expected + 1000, 0, 8192 - 1000);
+	check_file(nfs, "/v3/attr/f", expected, 8192);
+
+	/* times, to the microsecond libnfs sends */
+	times[0].tv_sec = 1000000000;
+	times[0].tv_usec = 123456;
+	times[1].tv_sec = 1234567890;
+	times[1].tv_usec = 654321;
+	check_nfs(nfs, nfs_utimes(nfs, "/v3/attr/f", times));
+	check_nfs(nfs, nfs_stat64(nfs, "/v3/attr/f", &st));
+	check(st.nfs_atime == 1000000000 && st.nfs_atime_nsec == 123456000,
+	      "atime: expected 1000000000.123456000, got %" PRIu64 ".%09" PRIu64,
+	      (uint64_t)st.nfs_atime, (uint64_t)st.nfs_atime_nsec);
+	check(st.nfs_mtime == 1234567890 && st.nfs_mtime_nsec == 654321000,
+	      "mtime: expected 1234567890.654321000, got %" PRIu64 ".%09" PRIu64,
+	      (uint64_t)st.nfs_mtime, (uint64_t)st.nfs_mtime_nsec);
+	/* a write through the v3 descriptor moves mtime to now */
+	check_nfs(nfs, nfs_open(nfs, "/v3/attr/f", O_WRONLY, &fh));
+	write_all(nfs, fh, 8192, (const uint8_t *)"tail", 4);
+	check_nfs(nfs, nfs_fstat64(nfs, fh, &st));
+	check_nfs(nfs, nfs_close(nfs, fh));
+	check(st.nfs_size == 8196 && st.nfs_mtime > 1234567890,
+	      "after a write: expected size 8196 and a new mtime, got %" PRIu64 " and %" PRIu64,
+	      (uint64_t)st.nfs_size, (uint64_t)st.nfs_mtime);
+	nfs_destroy_context(nfs);
+}
+
+static void test_nfs3_errors(void **state)
+{
+	struct nfs_context *nfs = nfs3_connect();
+	struct nfs_stat_64 st;
+	struct nfsfh *fh = NULL;
+
+	(void)state;
+	check_nfs(nfs, nfs_mkdir(nfs, "/v3/err"));
+	create_with(nfs, "/v3/err/file", (const uint8_t *)"x", 1);
+	/* the wire status itself, not only libnfs's errno */
+	check_nfs_error(nfs, nfs_stat64(nfs, "/v3/err/missing", &st), ENOENT);
+	check(strstr(nfs_get_error(nfs), "NFS3ERR_NOENT") != NULL,
+	      "lookup of a missing name: expected NFS3ERR_NOENT, libnfs said \"%s\"",
+	      nfs_get_error(nfs));
+	check_nfs_error(nfs, nfs_open(nfs, "/v3/err/missing", O_RDONLY, &fh), ENOENT);
+	check_nfs_error(nfs, nfs_mkdir(nfs, "/v3/err/file"), EEXIST);
+	check_nfs_error(nfs, nfs_mkdir(nfs, "/v3/err/missing/below"), ENOENT);
+	check_nfs_error(nfs, nfs_mkdir(nfs, "/v3/err/file/below"), ENOTDIR);
+	check_nfs_error(nfs, nfs_rmdir(nfs, "/v3/err"), ENOTEMPTY);
+	check_nfs_error(nfs, nfs_unlink(nfs, "/v3/err/missing"), ENOENT);
+	check_nfs_error(nfs, nfs_rename(nfs, "/v3/err", "/v3/err/inside"), EINVAL);
+	check_nfs(nfs, nfs_unlink(nfs, "/v3/err/file"));
+	check_nfs(nfs, nfs_rmdir(nfs, "/v3/err"));
+	check_nfs_error(nfs, nfs_stat64(nfs, "/v3/err", &st), ENOENT);
+	nfs_destroy_context(nfs);
+}
+
+/* One export, two protocols: each sees what the other wrote. */
+static void test_nfs3_and_nfs4_share_the_export(void **state)
+{
+	struct nfs_context *v3 = nfs3_connect();
+	struct nfs_context *v4 = nfs_connect(gateway);
+	struct nfs_stat_64 st3;
+	struct nfs_stat_64 st4;
+	uint8_t data[10000];
+
+	(void)state;
+	fill_pattern(data, sizeof(data), 34);
+	check_nfs(v3, nfs_mkdir(v3, "/v3/shared"));
+	create_with(v3, "/v3/shared/from3", data, sizeof(data));
+	check_file(v4, "/v3/shared/from3", data, sizeof(data));
+	fill_pattern(data, sizeof(data), 43);
+	create_with(v4, "/v3/shared/from4", data, sizeof(data));
+	check_file(v3, "/v3/shared/from4", data, sizeof(data));
+	check_nfs(v3, nfs_stat64(v3, "/v3/shared/from4", &st3));
+	check_nfs(v4, nfs_stat64(v4, "/v3/shared/from4", &st4));
+	check(st3.nfs_ino == st4.nfs_ino,
+	      "one file: expected the same inode over v3 and v4, got %" PRIu64 " and %" PRIu64,
+	      (uint64_t)st3.nfs_ino, (uint64_t)st4.nfs_ino);
+	check_nfs(v4, nfs_rename(v4, "/v3/shared/from3", "/v3/shared/renamed"));
+	check_dir(v3, "/v3/shared", "from4,renamed");
+	check_nfs(v3, nfs_unlink(v3, "/v3/shared/from4"));
+	check_dir(v4, "/v3/shared", "renamed");
+	nfs_destroy_context(v3);
+	nfs_destroy_context(v4);
+}
+
 /* ---- main ------------------------------------------------------------- */
 
 static void usage(FILE *file)
 {
-	fprintf(file,
-		"usage: e2e_nfs --plugins-dir DIR --group files|bigdir|coherence|restart|outage\n"
-		"               [--entries N] [--devices N] [--durability stable|writeback]\n"
-		"Starts blockd clusters (NGNFS_BLOCKD) and ganesha.nfsd ($NGNFS_GANESHA or\n"
-		"/usr/bin/ganesha.nfsd) with the NGNFS FSAL from DIR and runs the group.\n");
+	fprintf(file, "usage: e2e_nfs --plugins-dir DIR\n"
+		      "               --group files|bigdir|coherence|restart|outage|nfs3\n"
+		      "               [--entries N] [--devices N] [--durability stable|writeback]\n"
+		      "Starts blockd clusters (NGNFS_BLOCKD) and ganesha.nfsd ($NGNFS_GANESHA or\n"
+		      "/usr/bin/ganesha.nfsd) with the NGNFS FSAL from DIR and runs the group.\n");
 }
 
 int main(int argc, char **argv)
@@ -1372,6 +1723,15 @@ int main(int argc, char **argv)
 	const struct CMUnitTest outage_tests[] = {
 		cmocka_unit_test(test_blockd_outage),
 	};
+	const struct CMUnitTest nfs3_tests[] = {
+		cmocka_unit_test(test_nfs3_registered_with_private_rpcbind),
+		cmocka_unit_test(test_nfs3_data_byte_for_byte),
+		cmocka_unit_test(test_nfs3_namespace_operations),
+		cmocka_unit_test(test_nfs3_attributes),
+		cmocka_unit_test(test_nfs3_errors),
+		cmocka_unit_test(test_nfs3_and_nfs4_share_the_export),
+	};
+	int ret;
 	int c;
 
 	while ((c = getopt_long(argc, argv, "p:g:n:d:w:h", long_options, NULL)) != -1) {
@@ -1421,6 +1781,23 @@ int main(int argc, char **argv)
 	if (strcmp(config.group, "outage") == 0)
 		return cmocka_run_group_tests_name("e2e_outage", outage_tests, setup_one_gateway,
 						   teardown_all);
+	if (strcmp(config.group, "nfs3") == 0) {
+		/* before anything else: the namespace must hold every service */
+		ret = ganesha_private_rpcbind_start(&private_rpcbind);
+		if (ret == -EPERM || ret == -EINVAL || ret == -ENOSYS || ret == -ENOENT) {
+			printf("SKIP: e2e_nfs3 needs a private network and mount namespace with "
+			       "its own rpcbind (root, unshare, rpcbind installed): %s\n",
+			       strerror(-ret));
+			return NGNFS_E2E_SKIP;
+		}
+		if (ret < 0) {
+			fprintf(stderr, "e2e: the private rpcbind did not start: %s\n",
+				strerror(-ret));
+			return 1;
+		}
+		return cmocka_run_group_tests_name("e2e_nfs3", nfs3_tests, setup_nfs3,
+						   teardown_nfs3);
+	}
 	usage(stderr);
 	return 2;
 }

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-or-later
 /*
  * The FSAL guard: runs the stock ganesha.nfsd with our plugin and checks
  * that the plugin and the daemon agree on the layout of ganesha's

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Throwaway ganesha.nfsd instances: config generation, start, readiness,
  * stop by PID.  See ganesha_harness.h for the contract.
@@ -24,11 +24,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <net/if.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -601,4 +605,310 @@ int ganesha_instance_url(const struct ganesha_instance *instance, const char *re
 	if (length < 0 || (size_t)length >= buffer_size)
 		return -ENAMETOOLONG;
 	return 0;
+}
+
+/* ---- a private rpcbind for NFSv3 ---------------------------------------- */
+
+#define RPCBIND_DEFAULT_BINARY	 "/usr/sbin/rpcbind"
+#define RPCBIND_SOCKET		 "/run/rpcbind.sock"
+#define RPCBIND_PORT		 111
+#define RPCBIND_START_TIMEOUT_MS 10000
+#define RPCBIND_STOP_TIMEOUT_MS	 5000
+/* TEST-NET-1 (RFC 5737): never routed, and only ever on our own lo */
+#define RPCBIND_EXTRA_ADDRESS "192.0.2.1"
+
+/*
+ * rpcbind drops root for _rpc after binding, and a credential change
+ * clears PR_SET_PDEATHSIG: rpcbind itself would outlive a test killed by
+ * ctest's timeout.  So it runs under a supervisor, a fork of the test that
+ * stays root and keeps the death signal: SIGTERM (from the parent's death
+ * or from ganesha_private_rpcbind_stop) makes it stop rpcbind by PID and
+ * exit with 0 when rpcbind exited cleanly.
+ */
+struct ganesha_rpcbind {
+	pid_t supervisor;
+	pid_t pid; /* rpcbind itself */
+	char output_path[64];
+};
+
+static struct ganesha_rpcbind *running_rpcbind;
+static bool rpcbind_atexit_registered;
+
+static int set_interface(int fd, const char *name, const char *address)
+{
+	struct ifreq request;
+	struct sockaddr_in *in = (struct sockaddr_in *)&request.ifr_addr;
+
+	memset(&request, 0, sizeof(request));
+	snprintf(request.ifr_name, sizeof(request.ifr_name), "%s", name);
+	if (address) {
+		in->sin_family = AF_INET;
+		inet_pton(AF_INET, address, &in->sin_addr);
+		if (ioctl(fd, SIOCSIFADDR, &request) < 0)
+			return -errno;
+		inet_pton(AF_INET, "255.255.255.255", &in->sin_addr);
+		if (ioctl(fd, SIOCSIFNETMASK, &request) < 0)
+			return -errno;
+	}
+	if (ioctl(fd, SIOCGIFFLAGS, &request) < 0)
+		return -errno;
+	request.ifr_flags |= IFF_UP;
+	if (ioctl(fd, SIOCSIFFLAGS, &request) < 0)
+		return -errno;
+	return 0;
+}
+
+static int bring_up_loopback(void)
+{
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int ret;
+
+	if (fd < 0)
+		return -errno;
+	ret = set_interface(fd, "lo", NULL);
+	if (ret < 0) {
+		fprintf(stderr, "ganesha harness: bring up lo in the new namespace: %s\n",
+			strerror(-ret));
+	} else {
+		ret = set_interface(fd, "lo:ngnfs", RPCBIND_EXTRA_ADDRESS);
+		if (ret < 0)
+			fprintf(stderr, "ganesha harness: add %s to lo in the new namespace: %s\n",
+				RPCBIND_EXTRA_ADDRESS, strerror(-ret));
+	}
+	close(fd);
+	return ret;
+}
+
+static int enter_private_namespace(void)
+{
+	int ret;
+
+	if (unshare(CLONE_NEWNET | CLONE_NEWNS) < 0) {
+		ret = -errno;
+		fprintf(stderr,
+			"ganesha harness: cannot make a private network and mount namespace "
+			"(unshare(CLONE_NEWNET | CLONE_NEWNS): %s); it needs root "
+			"(CAP_SYS_ADMIN) and namespace support\n",
+			strerror(-ret));
+		return ret == -EPERM || ret == -EINVAL || ret == -ENOSYS ? ret : -EPERM;
+	}
+	/* as unshare(1): our /run must not propagate to the machine's */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+		ret = -errno;
+		fprintf(stderr, "ganesha harness: make mounts private in the new namespace: %s\n",
+			strerror(-ret));
+		return ret == -EPERM || ret == -EACCES ? -EPERM : ret;
+	}
+	if (mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0) {
+		ret = -errno;
+		fprintf(stderr, "ganesha harness: mount a tmpfs on /run in the new namespace: %s\n",
+			strerror(-ret));
+		return ret == -EPERM || ret == -EACCES ? -EPERM : ret;
+	}
+	return bring_up_loopback();
+}
+
+static void stop_child(pid_t pid, int *wait_status)
+{
+	uint64_t deadline = now_ms() + RPCBIND_STOP_TIMEOUT_MS;
+
+	kill(pid, SIGTERM);
+	while (waitpid(pid, wait_status, WNOHANG) != pid) {
+		if (now_ms() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, wait_status, 0);
+			*wait_status = -1;
+			return;
+		}
+		sleep_ms(10);
+	}
+}
+
+static void run_supervisor(pid_t parent, const char *binary, const char *output_path, int report_fd)
+{
+	sigset_t signals;
+	pid_t pid;
+	int status = 0;
+	int sig;
+
+	sigemptyset(&signals);
+	sigaddset(&signals, SIGTERM);
+	sigaddset(&signals, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &signals, NULL);
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent)
+		_exit(1);
+	pid = fork();
+	if (pid < 0)
+		_exit(127);
+	if (pid == 0) {
+		int fd = open(output_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+
+		sigprocmask(SIG_UNBLOCK, &signals, NULL);
+		if (fd >= 0) {
+			dup2(fd, STDOUT_FILENO);
+			dup2(fd, STDERR_FILENO);
+		}
+		execl(binary, binary, "-f", "-w", (char *)NULL);
+		fprintf(stderr, "exec %s: %s\n", binary, strerror(errno));
+		_exit(127);
+	}
+	if (write(report_fd, &pid, sizeof(pid)) != sizeof(pid))
+		_exit(1);
+	close(report_fd);
+	for (;;) {
+		if (sigwait(&signals, &sig) != 0)
+			continue;
+		if (sig == SIGTERM) {
+			stop_child(pid, &status);
+			break;
+		}
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			/* died on its own: the caller sees it as a failure */
+			_exit(2);
+		}
+	}
+	_exit(status >= 0 && ((WIFEXITED(status) && WEXITSTATUS(status) == 0) ||
+			      (WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM))
+		  ? 0
+		  : 1);
+}
+
+static void kill_running_rpcbind(void)
+{
+	int status;
+
+	if (running_rpcbind) {
+		stop_child(running_rpcbind->supervisor, &status);
+		running_rpcbind = NULL;
+	}
+}
+
+static bool rpcbind_listening(void)
+{
+	struct stat st;
+
+	return stat(RPCBIND_SOCKET, &st) == 0 && S_ISSOCK(st.st_mode) && port_accepts(RPCBIND_PORT);
+}
+
+int ganesha_private_rpcbind_start(struct ganesha_rpcbind **rpcbind_out)
+{
+	const char *binary = getenv("NGNFS_RPCBIND");
+	struct ganesha_rpcbind *rpcbind;
+	pid_t parent = getpid();
+	uint64_t deadline;
+	int report[2];
+	int status;
+	ssize_t got;
+	int ret;
+
+	*rpcbind_out = NULL;
+	if (!binary || !*binary)
+		binary = RPCBIND_DEFAULT_BINARY;
+	if (access(binary, X_OK) < 0) {
+		ret = -errno;
+		fprintf(stderr, "ganesha harness: no rpcbind at %s (%s): install rpcbind\n", binary,
+			strerror(-ret));
+		return ret == -ENOENT ? -ENOENT : ret;
+	}
+	if (running_rpcbind) {
+		fprintf(stderr, "ganesha harness: a private rpcbind is already running\n");
+		return -EBUSY;
+	}
+	ret = enter_private_namespace();
+	if (ret < 0)
+		return ret;
+	rpcbind = calloc(1, sizeof(*rpcbind));
+	if (!rpcbind)
+		return -ENOMEM;
+	/* /run is our fresh tmpfs: nobody else writes here */
+	snprintf(rpcbind->output_path, sizeof(rpcbind->output_path), "/run/ngnfs-rpcbind.out");
+	if (pipe2(report, O_CLOEXEC) < 0) {
+		ret = -errno;
+		free(rpcbind);
+		return ret;
+	}
+	rpcbind->supervisor = fork();
+	if (rpcbind->supervisor < 0) {
+		ret = -errno;
+		close(report[0]);
+		close(report[1]);
+		free(rpcbind);
+		return ret;
+	}
+	if (rpcbind->supervisor == 0) {
+		close(report[0]);
+		run_supervisor(parent, binary, rpcbind->output_path, report[1]);
+	}
+	close(report[1]);
+	got = read(report[0], &rpcbind->pid, sizeof(rpcbind->pid));
+	close(report[0]);
+	if (!rpcbind_atexit_registered) {
+		atexit(kill_running_rpcbind);
+		rpcbind_atexit_registered = true;
+	}
+	running_rpcbind = rpcbind;
+	if (got != sizeof(rpcbind->pid)) {
+		fprintf(stderr,
+			"ganesha harness: the rpcbind supervisor (pid %d) failed to start "
+			"%s\n",
+			(int)rpcbind->supervisor, binary);
+		ret = -ECHILD;
+		goto fail;
+	}
+	deadline = now_ms() + RPCBIND_START_TIMEOUT_MS;
+	while (!rpcbind_listening()) {
+		if (waitpid(rpcbind->supervisor, &status, WNOHANG) == rpcbind->supervisor) {
+			fprintf(stderr, "ganesha harness: %s -f -w (pid %d) exited at start\n",
+				binary, (int)rpcbind->pid);
+			print_file_tail(rpcbind->output_path, 20);
+			running_rpcbind = NULL;
+			free(rpcbind);
+			return -ECHILD;
+		}
+		if (now_ms() > deadline) {
+			fprintf(stderr,
+				"ganesha harness: %s -f -w (pid %d) not listening on %s and "
+				"127.0.0.1:%d after %d ms\n",
+				binary, (int)rpcbind->pid, RPCBIND_SOCKET, RPCBIND_PORT,
+				RPCBIND_START_TIMEOUT_MS);
+			print_file_tail(rpcbind->output_path, 20);
+			ret = -ETIMEDOUT;
+			goto fail;
+		}
+		sleep_ms(20);
+	}
+	*rpcbind_out = rpcbind;
+	return 0;
+fail:
+	kill_running_rpcbind();
+	free(rpcbind);
+	return ret;
+}
+
+pid_t ganesha_rpcbind_pid(const struct ganesha_rpcbind *rpcbind)
+{
+	return rpcbind->pid;
+}
+
+int ganesha_private_rpcbind_stop(struct ganesha_rpcbind *rpcbind)
+{
+	int status = 0;
+	int ret = 0;
+
+	if (!rpcbind)
+		return 0;
+	if (running_rpcbind == rpcbind)
+		running_rpcbind = NULL;
+	stop_child(rpcbind->supervisor, &status);
+	if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		fprintf(stderr,
+			"ganesha harness: rpcbind (pid %d) did not exit cleanly on SIGTERM "
+			"(supervisor wait status %#x)\n",
+			(int)rpcbind->pid, status);
+		print_file_tail(rpcbind->output_path, 20);
+		ret = -EIO;
+	}
+	free(rpcbind);
+	return ret;
 }

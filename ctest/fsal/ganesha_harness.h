@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 #ifndef NGNFS_TEST_GANESHA_HARNESS_H
 #define NGNFS_TEST_GANESHA_HARNESS_H
 
@@ -30,9 +30,11 @@
  *    ganesha binds it: another process can take it in between.  Start
  *    retries with a new port when the daemon dies early, which covers
  *    that race in practice.
- *  - Loopback IPv4 only; NFSv3 ("3, 4") needs rpcbind, which this
- *    harness does not set up (see the notes: it needs its own network
- *    namespace), so a v3 start fails unless the caller provides that.
+ *  - Loopback IPv4 only.  NFSv3 ("3, 4") needs rpcbind: ganesha 4.3 exits
+ *    at start when it cannot register.  ganesha_private_rpcbind_start()
+ *    below gives the calling process a network and mount namespace of its
+ *    own with its own rpcbind, so a v3 instance never touches the
+ *    machine's rpcbind.
  *  - Not thread safe: start and stop instances from one thread (the one
  *    that outlives them, for PR_SET_PDEATHSIG).
  */
@@ -125,5 +127,46 @@ int ganesha_instance_url(const struct ganesha_instance *instance, const char *re
 /* Print the last line_count lines of the instance's log to stderr. */
 void ganesha_instance_print_log_tail(const struct ganesha_instance *instance,
 				     unsigned int line_count);
+
+/*
+ * A private rpcbind for NFSv3 instances.
+ *
+ * ganesha registers its programs (NFS, MOUNT) with the rpcbind behind
+ * /run/rpcbind.sock and 127.0.0.1:111, and first unregisters whatever is
+ * registered under those program numbers: on the machine's own rpcbind
+ * that would clobber the kernel nfsd's entries, and two tests would clobber
+ * each other's.  So this moves the *calling process* into a new network
+ * and mount namespace (unshare(CLONE_NEWNET | CLONE_NEWNS), the same as
+ * `unshare --net --mount`), makes every mount private so nothing
+ * propagates back, brings up lo, adds a second address to it (192.0.2.1,
+ * a documentation address: without an address besides 127.0.0.1 ganesha's
+ * getaddrinfo(AI_ADDRCONFIG) cannot resolve Bind_Addr = 127.0.0.1), mounts
+ * a tmpfs on /run and runs `rpcbind -f -w` there, waiting (bounded) for
+ * /run/rpcbind.sock.  Every process started afterwards (blockd, ganesha,
+ * clients) lives in that namespace and sees only loopback.
+ *
+ * Call it before starting any thread (unshare(CLONE_NEWNS) needs an
+ * unshared fs context) and before any other service.  Returns 0, or:
+ *   -EPERM / -EINVAL / -ENOSYS  the namespace cannot be made here (not
+ *       root, no namespace support, a container forbidding it)
+ *   -ENOENT   no rpcbind binary (NGNFS_RPCBIND, else /usr/sbin/rpcbind)
+ *   other -errno   rpcbind or the setup failed
+ * explaining on stderr in each case.  The first three mean "this machine
+ * cannot run the test" (a skip); the rest are failures.
+ */
+struct ganesha_rpcbind;
+
+int ganesha_private_rpcbind_start(struct ganesha_rpcbind **rpcbind);
+
+/* rpcbind's PID in the namespace. */
+pid_t ganesha_rpcbind_pid(const struct ganesha_rpcbind *rpcbind);
+
+/*
+ * Stop rpcbind by PID (SIGTERM, then SIGKILL after 5 s) and free it.
+ * Returns 0 when it exited by itself on SIGTERM, else a negative errno.
+ * The process stays in its namespace (there is no way back).  NULL is
+ * accepted.
+ */
+int ganesha_private_rpcbind_stop(struct ganesha_rpcbind *rpcbind);
 
 #endif

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 #ifndef NGNFS_TEST_LIBNFS_CLIENT_ID_H
 #define NGNFS_TEST_LIBNFS_CLIENT_ID_H
 

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The NFSv4.2 xattr client: hand-written XDR over ONC RPC on TCP.
  * See nfs42_xattr.h for what it speaks and why it exists.

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * nfs_xattr_tool: NFSv4.2 extended attributes from the command line.
  *

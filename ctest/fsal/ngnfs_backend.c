@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * A formatted blockd cluster for an FSAL_NGNFS gateway; see ngnfs_backend.h.
  *

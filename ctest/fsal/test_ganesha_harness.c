@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Tests of the ganesha harness itself (ganesha_harness.c) against the
  * stock daemon with FSAL_VFS: every NFS test trusts that "started" means

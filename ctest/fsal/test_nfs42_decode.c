@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The NFSv4.2 client (nfs42_xattr.c) against a scripted fake server that
  * sends malformed and hostile replies: every one must be an error return

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * End-to-end tests of NFSv4.2 extended attributes (RFC 8276) through a
  * real ganesha.nfsd, with our own wire client (nfs42_xattr.c).

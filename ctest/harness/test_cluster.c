@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Tests of the shared harness itself, against the real blockd: every other
  * area's cluster tests trust that "killed" means the process is gone, that

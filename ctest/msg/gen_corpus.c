@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Writes the fuzzer's seed corpus: one valid frame of every message type
  * (and a few variants: error statuses, empty arrays, odd participant
