@@ -65,10 +65,10 @@ struct ngnfs_client_config {
 	const char *const *device_addresses; /* "host:port", indexed by device */
 	uint16_t device_count;
 	uint8_t fs_id[NGNFS_FS_ID_SIZE];
-	uint32_t hello_flags;		/* NGNFS_HELLO_FORMAT for mkfs */
-	uint32_t connect_timeout_ms;	/* default 5000 */
-	uint32_t request_timeout_ms;	/* default 30000; 0 means wait forever */
-	uint64_t client_id;		/* 0: pick one at random */
+	uint32_t hello_flags;	     /* NGNFS_HELLO_FORMAT for mkfs */
+	uint32_t connect_timeout_ms; /* default 5000 */
+	uint32_t request_timeout_ms; /* default 30000; 0 means wait forever */
+	uint64_t client_id;	     /* 0: pick one at random */
 };
 
 int ngnfs_client_create(const struct ngnfs_client_config *config,
@@ -125,8 +125,7 @@ int ngnfs_client_write_set_sync(struct ngnfs_client *client, const struct ngnfs_
 int ngnfs_client_alloc_sync(struct ngnfs_client *client, uint16_t device, uint32_t count,
 			    uint64_t *blknos, uint64_t *versions, uint32_t *allocated);
 int ngnfs_client_cmpxchg_sync(struct ngnfs_client *client, uint64_t blkno,
-			      uint64_t expected_version, const uint8_t *data,
-			      uint64_t *version);
+			      uint64_t expected_version, const uint8_t *data, uint64_t *version);
 int ngnfs_client_read_incoherent_sync(struct ngnfs_client *client, uint64_t blkno,
 				      uint64_t *version, uint8_t *data);
 struct ngnfs_device_statfs {

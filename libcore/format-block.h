@@ -213,8 +213,8 @@ struct ngnfs_data_map {
  */
 #define NGNFS_MAGIC_XATTR_VALUE 0x5658474eU /* "NGXV" */
 
-#define NGNFS_XATTR_INLINE_ENTRY_MAX 1024 /* larger entries go to index blocks */
-#define NGNFS_XATTR_ITEM_VALUE_MAX   1024 /* larger values go to value blocks */
+#define NGNFS_XATTR_INLINE_ENTRY_MAX  1024 /* larger entries go to index blocks */
+#define NGNFS_XATTR_ITEM_VALUE_MAX    1024 /* larger values go to value blocks */
 #define NGNFS_XATTR_ITEM_VALUE_BLOCKS (1U << 0)
 
 struct ngnfs_xattr_inline_entry {
@@ -257,7 +257,6 @@ struct ngnfs_xattr_value {
 };
 
 /* ==== end of the file data and extended attribute sections ==== */
-
 
 /*
  * ==== Directory btree, entries and symlink blocks (btree.c, dir.c, namei.c) ====

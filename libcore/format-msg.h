@@ -35,21 +35,21 @@
  */
 #include <linux/types.h>
 
-#define NGNFS_MSG_MAGIC		 0x4e474d31U /* "NGM1" read as a little-endian u32 */
-#define NGNFS_PROTOCOL_VERSION	 1
-#define NGNFS_BLOCK_SHIFT	 12
-#define NGNFS_BLOCK_SIZE	 (1U << NGNFS_BLOCK_SHIFT)
-#define NGNFS_FS_ID_SIZE	 16
+#define NGNFS_MSG_MAGIC	       0x4e474d31U /* "NGM1" read as a little-endian u32 */
+#define NGNFS_PROTOCOL_VERSION 1
+#define NGNFS_BLOCK_SHIFT      12
+#define NGNFS_BLOCK_SIZE       (1U << NGNFS_BLOCK_SHIFT)
+#define NGNFS_FS_ID_SIZE       16
 
 /*
  * Payloads are bounded so that a receiver can refuse a frame from its
  * header alone, before allocating anything.  The bound leaves room for a
  * WRITE of NGNFS_MSG_MAX_BLOCKS full blocks plus their descriptors.
  */
-#define NGNFS_MSG_MAX_BLOCKS	 256
-#define NGNFS_MSG_MAX_PAYLOAD	 (NGNFS_MSG_MAX_BLOCKS * (NGNFS_BLOCK_SIZE + 64) + 4096)
+#define NGNFS_MSG_MAX_BLOCKS	   256
+#define NGNFS_MSG_MAX_PAYLOAD	   (NGNFS_MSG_MAX_BLOCKS * (NGNFS_BLOCK_SIZE + 64) + 4096)
 #define NGNFS_MSG_MAX_PARTICIPANTS 64
-#define NGNFS_MSG_MAX_TEXT	 512
+#define NGNFS_MSG_MAX_TEXT	   512
 
 /*
  * A block number names its device: the top 16 bits are the device index
@@ -68,7 +68,7 @@
  * the session holds write access to is accepted whether or not the block
  * is allocated; allocation is the server's free-space accounting.
  */
-#define NGNFS_FIRST_ALLOC_INDEX	 16
+#define NGNFS_FIRST_ALLOC_INDEX 16
 
 static inline uint16_t ngnfs_blkno_device(uint64_t blkno)
 {
@@ -104,30 +104,30 @@ struct ngnfs_msg_header {
 };
 
 enum ngnfs_msg_type {
-	NGNFS_MSG_HELLO = 1,	       /* c->s: session setup */
-	NGNFS_MSG_HELLO_REPLY = 2,     /* s->c */
-	NGNFS_MSG_FORMAT = 3,	       /* c->s: mkfs gives an empty device its identity */
-	NGNFS_MSG_FORMAT_REPLY = 4,    /* s->c: header status only */
-	NGNFS_MSG_GET = 5,	       /* c->s: want access to blocks */
-	NGNFS_MSG_GRANT = 6,	       /* s->c: one per block of a GET */
-	NGNFS_MSG_REVOKE = 7,	       /* s->c: unsolicited, request_id 0 */
-	NGNFS_MSG_RELEASE = 8,	       /* c->s: give up (some) access */
-	NGNFS_MSG_RELEASE_REPLY = 9,   /* s->c: header status only */
-	NGNFS_MSG_WRITE = 10,	       /* c->s: write or stage a set's blocks on this device */
-	NGNFS_MSG_WRITE_REPLY = 11,    /* s->c: new versions */
-	NGNFS_MSG_COMMIT = 12,	       /* c->s: primary: apply staged set, record commit */
-	NGNFS_MSG_COMMIT_REPLY = 13,   /* s->c: new versions */
-	NGNFS_MSG_RESOLVE = 14,	       /* c->s or s->s: apply or abort a staged set */
-	NGNFS_MSG_RESOLVE_REPLY = 15,  /* s->c: outcome */
-	NGNFS_MSG_ALLOC = 16,	       /* c->s: reserve free blocks, granted for write */
-	NGNFS_MSG_ALLOC_REPLY = 17,    /* s->c */
-	NGNFS_MSG_CMPXCHG = 18,	       /* c->s: write one block if its version matches */
-	NGNFS_MSG_CMPXCHG_REPLY = 19,  /* s->c */
+	NGNFS_MSG_HELLO = 1,		/* c->s: session setup */
+	NGNFS_MSG_HELLO_REPLY = 2,	/* s->c */
+	NGNFS_MSG_FORMAT = 3,		/* c->s: mkfs gives an empty device its identity */
+	NGNFS_MSG_FORMAT_REPLY = 4,	/* s->c: header status only */
+	NGNFS_MSG_GET = 5,		/* c->s: want access to blocks */
+	NGNFS_MSG_GRANT = 6,		/* s->c: one per block of a GET */
+	NGNFS_MSG_REVOKE = 7,		/* s->c: unsolicited, request_id 0 */
+	NGNFS_MSG_RELEASE = 8,		/* c->s: give up (some) access */
+	NGNFS_MSG_RELEASE_REPLY = 9,	/* s->c: header status only */
+	NGNFS_MSG_WRITE = 10,		/* c->s: write or stage a set's blocks on this device */
+	NGNFS_MSG_WRITE_REPLY = 11,	/* s->c: new versions */
+	NGNFS_MSG_COMMIT = 12,		/* c->s: primary: apply staged set, record commit */
+	NGNFS_MSG_COMMIT_REPLY = 13,	/* s->c: new versions */
+	NGNFS_MSG_RESOLVE = 14,		/* c->s or s->s: apply or abort a staged set */
+	NGNFS_MSG_RESOLVE_REPLY = 15,	/* s->c: outcome */
+	NGNFS_MSG_ALLOC = 16,		/* c->s: reserve free blocks, granted for write */
+	NGNFS_MSG_ALLOC_REPLY = 17,	/* s->c */
+	NGNFS_MSG_CMPXCHG = 18,		/* c->s: write one block if its version matches */
+	NGNFS_MSG_CMPXCHG_REPLY = 19,	/* s->c */
 	NGNFS_MSG_READ_INCOHERENT = 20, /* c->s: committed contents, no grant */
 	NGNFS_MSG_READ_INCOHERENT_REPLY = 21,
-	NGNFS_MSG_STATFS = 22,	       /* c->s: header only */
+	NGNFS_MSG_STATFS = 22, /* c->s: header only */
 	NGNFS_MSG_STATFS_REPLY = 23,
-	NGNFS_MSG_ERROR = 24,	       /* s->c: a request could not be decoded */
+	NGNFS_MSG_ERROR = 24, /* s->c: a request could not be decoded */
 	NGNFS_MSG_TYPE_COUNT
 };
 

@@ -160,7 +160,7 @@ struct ngnfs_msg {
 	};
 };
 
-#define NGNFS_WRITE_BLOCK_STRIDE (sizeof(struct ngnfs_msg_write_block) + NGNFS_BLOCK_SIZE)
+#define NGNFS_WRITE_BLOCK_STRIDE      (sizeof(struct ngnfs_msg_write_block) + NGNFS_BLOCK_SIZE)
 #define NGNFS_INCOHERENT_BLOCK_STRIDE (sizeof(struct ngnfs_msg_incoherent_block) + NGNFS_BLOCK_SIZE)
 
 /*
@@ -192,8 +192,8 @@ static inline void ngnfs_msg_get_entry(const struct ngnfs_msg *msg, uint32_t i, 
 	*access = entry.access;
 }
 
-static inline void ngnfs_msg_release_entry(const struct ngnfs_msg *msg, uint32_t i,
-					   uint64_t *blkno, uint8_t *access)
+static inline void ngnfs_msg_release_entry(const struct ngnfs_msg *msg, uint32_t i, uint64_t *blkno,
+					   uint8_t *access)
 {
 	struct ngnfs_msg_release_entry entry;
 
@@ -225,8 +225,8 @@ static inline uint64_t ngnfs_msg_write_free(const struct ngnfs_msg *msg, uint32_
 	return le64toh(blkno);
 }
 
-static inline void ngnfs_msg_version_entry(const struct ngnfs_msg *msg, uint32_t i,
-					   uint64_t *blkno, uint64_t *version)
+static inline void ngnfs_msg_version_entry(const struct ngnfs_msg *msg, uint32_t i, uint64_t *blkno,
+					   uint64_t *version)
 {
 	struct ngnfs_msg_version_entry entry;
 
@@ -245,8 +245,8 @@ static inline uint64_t ngnfs_msg_read_incoherent_blkno(const struct ngnfs_msg *m
 	return le64toh(blkno);
 }
 
-const uint8_t *ngnfs_msg_incoherent_block(const struct ngnfs_msg *msg, uint32_t i,
-					  uint64_t *blkno, uint64_t *version, int *status);
+const uint8_t *ngnfs_msg_incoherent_block(const struct ngnfs_msg *msg, uint32_t i, uint64_t *blkno,
+					  uint64_t *version, int *status);
 
 /*
  * Typed encoders.  Each appends one complete frame to the buffer and
@@ -274,8 +274,8 @@ int ngnfs_encode_status_reply(struct ngnfs_buffer *buffer, enum ngnfs_msg_type t
 int ngnfs_encode_get(struct ngnfs_buffer *buffer, uint64_t request_id,
 		     const struct ngnfs_block_request *blocks, uint32_t count);
 /* data may be NULL: the client's cached copy is current. */
-int ngnfs_encode_grant(struct ngnfs_buffer *buffer, uint64_t request_id, int status,
-		       uint64_t blkno, uint64_t version, uint8_t access, const uint8_t *data);
+int ngnfs_encode_grant(struct ngnfs_buffer *buffer, uint64_t request_id, int status, uint64_t blkno,
+		       uint64_t version, uint8_t access, const uint8_t *data);
 int ngnfs_encode_revoke(struct ngnfs_buffer *buffer, uint64_t blkno, uint8_t access);
 int ngnfs_encode_release(struct ngnfs_buffer *buffer, uint64_t request_id,
 			 const struct ngnfs_block_request *blocks, uint32_t count);
@@ -290,8 +290,8 @@ int ngnfs_encode_versions_reply(struct ngnfs_buffer *buffer, enum ngnfs_msg_type
 				const uint64_t *blknos, const uint64_t *versions, uint32_t count);
 int ngnfs_encode_commit(struct ngnfs_buffer *buffer, uint64_t request_id, uint64_t set_id);
 /* type is RESOLVE or RESOLVE_REPLY. */
-int ngnfs_encode_resolve(struct ngnfs_buffer *buffer, enum ngnfs_msg_type type,
-			 uint64_t request_id, int status, uint64_t set_id, uint8_t outcome);
+int ngnfs_encode_resolve(struct ngnfs_buffer *buffer, enum ngnfs_msg_type type, uint64_t request_id,
+			 int status, uint64_t set_id, uint8_t outcome);
 int ngnfs_encode_alloc(struct ngnfs_buffer *buffer, uint64_t request_id, uint32_t count);
 int ngnfs_encode_cmpxchg(struct ngnfs_buffer *buffer, uint64_t request_id, uint64_t blkno,
 			 uint64_t expected_version, const uint8_t *data);
@@ -300,14 +300,14 @@ int ngnfs_encode_cmpxchg_reply(struct ngnfs_buffer *buffer, uint64_t request_id,
 int ngnfs_encode_read_incoherent(struct ngnfs_buffer *buffer, uint64_t request_id,
 				 const uint64_t *blknos, uint32_t count);
 /* Per block: data may be NULL when status is non-zero (zeros are sent). */
-int ngnfs_encode_read_incoherent_reply(struct ngnfs_buffer *buffer, uint64_t request_id,
-				       int status, const uint64_t *blknos,
-				       const uint64_t *versions, const int *statuses,
-				       const uint8_t *const *datas, uint32_t count);
+int ngnfs_encode_read_incoherent_reply(struct ngnfs_buffer *buffer, uint64_t request_id, int status,
+				       const uint64_t *blknos, const uint64_t *versions,
+				       const int *statuses, const uint8_t *const *datas,
+				       uint32_t count);
 int ngnfs_encode_statfs(struct ngnfs_buffer *buffer, uint64_t request_id);
 int ngnfs_encode_statfs_reply(struct ngnfs_buffer *buffer, uint64_t request_id, int status,
-			      uint64_t total_blocks, uint64_t free_blocks,
-			      uint64_t reserved_blocks, uint64_t staged_sets);
+			      uint64_t total_blocks, uint64_t free_blocks, uint64_t reserved_blocks,
+			      uint64_t staged_sets);
 int ngnfs_encode_error(struct ngnfs_buffer *buffer, uint64_t request_id, int status,
 		       const char *text);
 

@@ -23,10 +23,10 @@
 #include <sys/types.h>
 #include <time.h>
 
-#define NGNFS_NAME_MAX	      255
-#define NGNFS_SYMLINK_MAX     4095
-#define NGNFS_XATTR_NAME_MAX  255
-#define NGNFS_XATTR_VALUE_MAX 65536
+#define NGNFS_NAME_MAX	       255
+#define NGNFS_SYMLINK_MAX      4095
+#define NGNFS_XATTR_NAME_MAX   255
+#define NGNFS_XATTR_VALUE_MAX  65536
 #define NGNFS_HANDLE_WIRE_SIZE 16
 
 struct ngnfs_fs;
@@ -38,7 +38,8 @@ struct ngnfs_handle {
 
 /* Handles on the wire (NFS file handles): 16 bytes, little-endian. */
 void ngnfs_handle_to_wire(const struct ngnfs_handle *handle, uint8_t wire[NGNFS_HANDLE_WIRE_SIZE]);
-void ngnfs_handle_from_wire(const uint8_t wire[NGNFS_HANDLE_WIRE_SIZE], struct ngnfs_handle *handle);
+void ngnfs_handle_from_wire(const uint8_t wire[NGNFS_HANDLE_WIRE_SIZE],
+			    struct ngnfs_handle *handle);
 
 struct ngnfs_attr {
 	uint64_t ino;
@@ -58,15 +59,15 @@ struct ngnfs_attr {
 };
 
 /* Which fields ngnfs_setattr changes. */
-#define NGNFS_SET_MODE	     (1U << 0)
-#define NGNFS_SET_UID	     (1U << 1)
-#define NGNFS_SET_GID	     (1U << 2)
-#define NGNFS_SET_SIZE	     (1U << 3)
-#define NGNFS_SET_ATIME	     (1U << 4)
-#define NGNFS_SET_MTIME	     (1U << 5)
-#define NGNFS_SET_ATIME_NOW  (1U << 6)
-#define NGNFS_SET_MTIME_NOW  (1U << 7)
-#define NGNFS_SET_CTIME	     (1U << 8)
+#define NGNFS_SET_MODE	    (1U << 0)
+#define NGNFS_SET_UID	    (1U << 1)
+#define NGNFS_SET_GID	    (1U << 2)
+#define NGNFS_SET_SIZE	    (1U << 3)
+#define NGNFS_SET_ATIME	    (1U << 4)
+#define NGNFS_SET_MTIME	    (1U << 5)
+#define NGNFS_SET_ATIME_NOW (1U << 6)
+#define NGNFS_SET_MTIME_NOW (1U << 7)
+#define NGNFS_SET_CTIME	    (1U << 8)
 
 struct ngnfs_setattr {
 	uint32_t mask;
@@ -120,15 +121,13 @@ const char *ngnfs_last_error(void);
  * thread, must not block) when another client changed an object this
  * client had cached.  dir_changed says the change may be in its entries.
  */
-typedef void (*ngnfs_invalidate_fn)(void *arg, const struct ngnfs_handle *handle,
-				    bool dir_changed);
+typedef void (*ngnfs_invalidate_fn)(void *arg, const struct ngnfs_handle *handle, bool dir_changed);
 void ngnfs_set_invalidate(struct ngnfs_fs *fs, ngnfs_invalidate_fn fn, void *arg);
 
 int ngnfs_root(struct ngnfs_fs *fs, struct ngnfs_handle *root);
 void ngnfs_fs_id(struct ngnfs_fs *fs, uint8_t fs_id[16]);
 
-int ngnfs_getattr(struct ngnfs_fs *fs, const struct ngnfs_handle *handle,
-		  struct ngnfs_attr *attr);
+int ngnfs_getattr(struct ngnfs_fs *fs, const struct ngnfs_handle *handle, struct ngnfs_attr *attr);
 int ngnfs_setattr(struct ngnfs_fs *fs, const struct ngnfs_handle *handle,
 		  const struct ngnfs_setattr *set, struct ngnfs_attr *attr_out);
 
