@@ -76,6 +76,7 @@
 # library (TSan cannot see its synchronisation).
 
 add_library(ngnfs_cache_test STATIC
+	    ${CMAKE_SOURCE_DIR}/libcore/blockbuf.c
 	    ${CMAKE_SOURCE_DIR}/libcore/cache.c
 	    ${CMAKE_SOURCE_DIR}/libcore/txn.c
 	    ${CMAKE_SOURCE_DIR}/libcore/dirty.c

@@ -21,16 +21,27 @@
  * "closes" it only to reopen it with more access, and dropping the count
  * in between would free an unlinked file under its opener.
  *
- * Durability (docs/fsal.md): with Durability = stable every write is
- * durable before it is acknowledged, so WRITE answers FILE_SYNC whatever
- * the client asked and COMMIT has nothing left to do; with writeback an
- * UNSTABLE write is acknowledged from memory and COMMIT (ngnfs_sync)
- * writes back everything dirty, while a FILE_SYNC write is made durable
- * before it returns (ngnfs_write stable=true).
+ * Durability (docs/fsal.md): a FILE_SYNC or DATA_SYNC write is durable
+ * before it is answered FILE_SYNC (NGNFS_WRITE_STABLE), whatever the
+ * export's mode.  An NFSv4 UNSTABLE write is answered UNSTABLE from
+ * libcore's cache in both modes (in a stable export with
+ * NGNFS_WRITE_UNSTABLE, which holds it back from the stable mount's
+ * immediate write-back): the client keeps the data until a COMMIT
+ * (ngnfs_sync_inode) made it durable, and resends it if the verifier of
+ * the COMMIT is not the one its WRITEs got (export.c: a new one per
+ * gateway process).  So an UNSTABLE reply acknowledges nothing as stable,
+ * and a stable export still loses nothing it acknowledged as stable.
+ * COMMIT writes back the dirty set holding the file's changes (and what
+ * they depend on), not other files' data.  An NFSv3 UNSTABLE write in a
+ * stable export stays durable before its reply: ganesha 4.3 answers v3
+ * with its own verifier, the daemon's start time in seconds, which a
+ * restart within the same second would repeat.
  *
  * XXX:
- *  - commit2 syncs the whole filesystem, not the file's range (libcore
- *    has no per-file sync);
+ *  - commit2 syncs the whole file, not only the range asked for;
+ *  - a failed write-back of UNSTABLE data is reported to the file's next
+ *    COMMIT (NFS4ERR_IO) but does not change the verifier, so the client
+ *    does not resend it on its own (Linux knfsd changes the verifier);
  *  - no READ_PLUS (read_arg->info): ganesha answers NOTSUPP;
  *  - no byte-range locks (lock_op2): fs_info says lock_support = false.
  */
@@ -227,6 +238,8 @@ static fsal_status_t ngnfs_fsal_open2(struct fsal_obj_handle *fsal_object, struc
 	struct ngnfs_attr attr;
 	bool truncate = (openflags & FSAL_O_TRUNC) != 0;
 	bool exclusive = createmode >= FSAL_EXCLUSIVE && createmode != FSAL_EXCLUSIVE_9P;
+	const struct timespec *create_atime = NULL;
+	const struct timespec *create_mtime = NULL;
 	bool created = false;
 	uint32_t mode;
 	fsal_status_t status;
@@ -241,6 +254,12 @@ static fsal_status_t ngnfs_fsal_open2(struct fsal_obj_handle *fsal_object, struc
 		}
 		set_common_verifier(attrs_set, verifier, false);
 	}
+	if (attrs_set != NULL &&
+	    (attrs_set->valid_mask & (ATTR_ATIME | ATTR_ATIME_SERVER)) == ATTR_ATIME)
+		create_atime = &attrs_set->atime;
+	if (attrs_set != NULL &&
+	    (attrs_set->valid_mask & (ATTR_MTIME | ATTR_MTIME_SERVER)) == ATTR_MTIME)
+		create_mtime = &attrs_set->mtime;
 
 	if (name == NULL) {
 		/* Open by handle: the object exists. */
@@ -284,9 +303,15 @@ static fsal_status_t ngnfs_fsal_open2(struct fsal_obj_handle *fsal_object, struc
 		if (attrs_set != NULL && FSAL_TEST_MASK(attrs_set->valid_mask, ATTR_MODE))
 			mode = fsal2unix_mode(attrs_set->mode);
 		mode &= ~export->export.exp_ops.fs_umask(&export->export) & 07777;
-		ret = ngnfs_create(export->fs, &object->handle, name, S_IFREG | mode,
-				   (uint32_t)op_ctx->creds.caller_uid,
-				   (uint32_t)op_ctx->creds.caller_gid, 0, &handle, &attr);
+		/*
+		 * Explicit times (an exclusive create's verifier) go with the
+		 * create: one transaction, and no crash window in which the
+		 * file exists without its verifier.
+		 */
+		ret = ngnfs_create_with_times(export->fs, &object->handle, name, S_IFREG | mode,
+					      (uint32_t)op_ctx->creds.caller_uid,
+					      (uint32_t)op_ctx->creds.caller_gid, 0, create_atime,
+					      create_mtime, &handle, &attr);
 		if (ret == 0) {
 			created = true;
 			break;
@@ -314,12 +339,17 @@ static fsal_status_t ngnfs_fsal_open2(struct fsal_obj_handle *fsal_object, struc
 		status = ngnfs_fsal_check_verifier(file, verifier);
 	} else if (created && attrs_set != NULL) {
 		/*
-		 * The mode went with the create; owner, size, times (or the
-		 * verifier) follow.  An existing file gets no attributes here:
-		 * ganesha has not checked the caller's permissions on it yet.
+		 * The mode and explicit times (the verifier) went with the
+		 * create; owner, size and server times follow.  An existing
+		 * file gets no attributes here: ganesha has not checked the
+		 * caller's permissions on it yet.
 		 */
 		create_attrs = *attrs_set;
 		create_attrs.valid_mask &= ~ATTR_MODE;
+		if (create_atime != NULL)
+			create_attrs.valid_mask &= ~ATTR_ATIME;
+		if (create_mtime != NULL)
+			create_attrs.valid_mask &= ~ATTR_MTIME;
 		create_attrs.valid_mask &= ATTRS_POSIX | ATTR_ATIME_SERVER | ATTR_MTIME_SERVER;
 		create_attrs.valid_mask &= ~(ATTR_TYPE | ATTR_FSID | ATTR_FILEID | ATTR_NUMLINKS |
 					     ATTR_RAWDEV | ATTR_SPACEUSED | ATTR_CHANGE);
@@ -490,7 +520,8 @@ static void ngnfs_fsal_write2(struct fsal_obj_handle *fsal_object, bool bypass,
 	struct ngnfs_fsal_export *export = object->export;
 	struct ngnfs_fsal_fd temporary;
 	uint64_t offset = write_arg->offset;
-	bool stable = write_arg->fsal_stable;
+	enum ngnfs_write_durability durability;
+	bool stable;
 	bool has_lock;
 	bool closefd;
 	fsal_status_t status;
@@ -510,9 +541,25 @@ static void ngnfs_fsal_write2(struct fsal_obj_handle *fsal_object, bool bypass,
 		return;
 	}
 
+	if (write_arg->fsal_stable) {
+		durability = NGNFS_WRITE_STABLE;
+		stable = true;
+	} else if (export->options.durability != NGNFS_MOUNT_STABLE) {
+		durability = NGNFS_WRITE_MOUNT;
+		stable = false;
+	} else if (op_ctx->nfs_vers == NFS_V4) {
+		/* answered UNSTABLE: durable at COMMIT, or resent after a restart */
+		durability = NGNFS_WRITE_UNSTABLE;
+		stable = false;
+	} else {
+		/* NFSv3: ganesha's v3 verifier may survive a quick restart */
+		durability = NGNFS_WRITE_MOUNT;
+		stable = true;
+	}
+
 	for (i = 0; i < write_arg->iov_count; i++) {
 		ret = ngnfs_write(export->fs, &object->handle, offset, write_arg->iov[i].iov_base,
-				  write_arg->iov[i].iov_len, stable);
+				  write_arg->iov[i].iov_len, durability);
 		if (ret < 0) {
 			LogDebug(COMPONENT_FSAL,
 				 "NGNFS: %s write of %zu bytes at %" PRIu64 " of inode %" PRIu64
@@ -536,8 +583,7 @@ static void ngnfs_fsal_write2(struct fsal_obj_handle *fsal_object, bool bypass,
 		done_cb(fsal_object, ngnfs_fsal_status((int)ret), write_arg, caller_arg);
 		return;
 	}
-	/* a stable export makes every write durable before it returns */
-	write_arg->fsal_stable = stable || export->options.durability == NGNFS_MOUNT_STABLE;
+	write_arg->fsal_stable = stable;
 	done_cb(fsal_object, fsalstat(ERR_FSAL_NO_ERROR, 0), write_arg, caller_arg);
 }
 
@@ -547,7 +593,8 @@ static fsal_status_t ngnfs_fsal_commit2(struct fsal_obj_handle *fsal_object, off
 	struct ngnfs_fsal_object *object = ngnfs_fsal_object_of(fsal_object);
 	int ret;
 
-	ret = ngnfs_sync(object->export->fs);
+	/* the whole file, whatever the range: its changes share one dirty set */
+	ret = ngnfs_sync_inode(object->export->fs, &object->handle);
 	if (ret < 0) {
 		LogWarn(COMPONENT_FSAL,
 			"NGNFS: commit of %zu bytes at %lld of inode %" PRIu64 " failed: %s",

@@ -20,12 +20,14 @@
  * (test_access on our attributes), the sticky bit, and write permission on
  * a directory that moves to another parent (its ".." changes).
  *
- * Creates that carry more attributes than the mode (NFSv4 OPEN/CREATE
- * with owner, size or times, and the exclusive-create verifier) are a
- * create followed by a setattr: two transactions.  A gateway crash between
- * them leaves an object with the caller's owner and default times, never a
- * half-made one; the client retries the create and gets EXIST or, for an
- * exclusive create, a verifier that does not match.
+ * Creates that carry more attributes than the mode and explicit times
+ * (NFSv4 OPEN/CREATE with owner or size) are a create followed by a
+ * setattr: two transactions.  A gateway crash between them leaves an object
+ * with the caller's owner, never a half-made one; the client retries the
+ * create and gets EXIST.  An open2 create passes explicit times, and so
+ * the exclusive-create verifier kept in atime/mtime, into the create's own
+ * transaction (ngnfs_create_with_times), so a retransmitted exclusive
+ * create always finds its verifier.
  *
  * readdir gathers a batch of entries from ngnfs_readdir first and only then
  * fetches attributes and hands entries to ganesha: libcore's callback must

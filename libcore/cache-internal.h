@@ -215,6 +215,8 @@ struct ngnfs_cache {
 	struct ngnfs_cache_counters counters;
 	ngnfs_cache_invalidate_fn invalidate;
 	void *invalidate_arg;
+	ngnfs_cache_lost_fn lost;
+	void *lost_arg;
 };
 
 /* cache.c, all with cache->lock held unless said otherwise */

@@ -14,9 +14,10 @@
  *    has locked is only marked (revoke_pending) and finished by the
  *    transaction's unlock, which comes soon because transactions hold
  *    locks only while their function runs on the CPU;
- *  - the flusher thread, which writes dirty sets: at once in stable mode
- *    (one write for every set committed meanwhile: group commit), within
- *    writeback_interval_ms in writeback mode, on sync, and when memory is
+ *  - the flusher thread, which writes dirty sets: at once when a
+ *    transaction waits for them (every one in stable mode but unstable
+ *    writes; one write for every set committed meanwhile: group commit),
+ *    within writeback_interval_ms otherwise, on sync, and when memory is
  *    short.  The flusher writes in rounds: everything eligible is merged
  *    into one set per device (single-device sets stay single-device
  *    WRITEs; merging across devices would buy a two-phase commit) plus
@@ -83,6 +84,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "blockbuf.h"
 #include "cache-internal.h"
 
 #define CACHE_DEFAULT_BYTES	  (256UL << 20)
@@ -184,7 +186,7 @@ void cache_remove_block(struct ngnfs_cache *cache, struct cache_block *block)
 int cache_block_set_data(struct ngnfs_cache *cache, struct cache_block *block, const void *data)
 {
 	if (!block->data) {
-		block->data = malloc(NGNFS_BLOCK_SIZE);
+		block->data = ngnfs_block_buf_alloc();
 		if (!block->data)
 			return -ENOMEM;
 		cache->data_blocks++;
@@ -201,7 +203,7 @@ void cache_block_drop_data(struct ngnfs_cache *cache, struct cache_block *block)
 {
 	if (!block->data)
 		return;
-	free(block->data);
+	ngnfs_block_buf_free(block->data);
 	block->data = NULL;
 	cache->data_blocks--;
 	cache_list_del_init(&block->lru);
@@ -400,6 +402,8 @@ static void lose_set(struct ngnfs_cache *cache, struct dirty_set *set, int error
 			cache_remove_block(cache, block);
 			continue;
 		}
+		if (cache->lost && block->data)
+			cache->lost(cache->lost_arg, block->blkno, block->data, error);
 		if (cache->invalidate && block->data)
 			cache->invalidate(cache->invalidate_arg, block->blkno, block->data);
 		cache_block_drop_data(cache, block);
@@ -853,7 +857,6 @@ static uint16_t set_device(const struct ngnfs_cache *cache, const struct dirty_s
 static size_t flusher_gather(struct ngnfs_cache *cache, uint64_t now, uint64_t *next_deadline,
 			     struct dirty_set **groups)
 {
-	bool stable = cache->durability == NGNFS_DURABILITY_STABLE;
 	struct dirty_set **eligible;
 	struct cache_list *node;
 	size_t count = 0;
@@ -881,8 +884,14 @@ static size_t flusher_gather(struct ngnfs_cache *cache, uint64_t now, uint64_t *
 				*next_deadline = set->not_before_ms;
 			continue;
 		}
-		if (!(stable || set->waiters || set->birth_seq <= cache->sync_seq ||
-		      cache->pressure || set->flush_wanted || due <= now)) {
+		/*
+		 * In stable mode every transaction waits on its set (txn.c
+		 * adds the waiter under the lock that installs the set), so
+		 * waiters is what "at once" means; a set without them holds
+		 * only unstable writes and waits for its interval.
+		 */
+		if (!(set->waiters || set->birth_seq <= cache->sync_seq || cache->pressure ||
+		      set->flush_wanted || due <= now)) {
 			if (due < *next_deadline)
 				*next_deadline = due;
 			continue;
@@ -1161,6 +1170,43 @@ void ngnfs_cache_set_invalidate(struct ngnfs_cache *cache, ngnfs_cache_invalidat
 	cache->invalidate = fn;
 	cache->invalidate_arg = arg;
 	pthread_mutex_unlock(&cache->lock);
+}
+
+void ngnfs_cache_set_lost(struct ngnfs_cache *cache, ngnfs_cache_lost_fn fn, void *arg)
+{
+	pthread_mutex_lock(&cache->lock);
+	cache->lost = fn;
+	cache->lost_arg = arg;
+	pthread_mutex_unlock(&cache->lock);
+}
+
+int ngnfs_cache_sync_block(struct ngnfs_cache *cache, uint64_t blkno)
+{
+	struct stable_waiter waiter;
+	struct cache_block *block;
+
+	pthread_mutex_lock(&cache->lock);
+	block = cache_lookup(cache, blkno);
+	if (!block || !block->set) {
+		pthread_mutex_unlock(&cache->lock);
+		return 0;
+	}
+	/*
+	 * A waiter makes an idle set eligible for the flusher's next round
+	 * (and travels with the set through merges); a set being written
+	 * already holds every change made before this call, and its
+	 * completion (or a retry after -EBUSY) finishes the waiter.
+	 */
+	memset(&waiter, 0, sizeof(waiter));
+	pthread_cond_init(&waiter.cond, NULL);
+	dirty_set_add_waiter(block->set, &waiter);
+	cache->counters.block_syncs++;
+	cache_kick_flusher(cache);
+	while (!waiter.done)
+		pthread_cond_wait(&waiter.cond, &cache->lock);
+	pthread_mutex_unlock(&cache->lock);
+	pthread_cond_destroy(&waiter.cond);
+	return waiter.status;
 }
 
 static bool dirty_before(struct ngnfs_cache *cache, uint64_t seq)

@@ -45,6 +45,14 @@ struct ngnfs_cache;
  */
 typedef void (*ngnfs_cache_invalidate_fn)(void *arg, uint64_t blkno, const void *data);
 
+/*
+ * Called (cache lock held, any thread, must not block or call the cache)
+ * for every block of a dirty set whose write failed, with the dirty copy
+ * being dropped and the error: the filesystem layer remembers which
+ * objects lost changes so that their next per-object sync reports it.
+ */
+typedef void (*ngnfs_cache_lost_fn)(void *arg, uint64_t blkno, const void *data, int error);
+
 struct ngnfs_cache_counters {
 	uint64_t hits;
 	uint64_t misses;
@@ -55,6 +63,7 @@ struct ngnfs_cache_counters {
 	uint64_t sets_written;
 	uint64_t blocks_written;
 	uint64_t writes_sent; /* WRITE/COMMIT round trips */
+	uint64_t block_syncs; /* ngnfs_cache_sync_block calls that found a dirty set */
 	uint64_t evictions;
 	uint64_t dirty_blocks;	/* now */
 	uint64_t cached_blocks; /* now */
@@ -77,8 +86,19 @@ int ngnfs_cache_create_with_client(const struct ngnfs_client_config *client_conf
 void ngnfs_cache_destroy(struct ngnfs_cache *cache);
 void ngnfs_cache_set_invalidate(struct ngnfs_cache *cache, ngnfs_cache_invalidate_fn fn, void *arg);
 
+void ngnfs_cache_set_lost(struct ngnfs_cache *cache, ngnfs_cache_lost_fn fn, void *arg);
+
 /* Write back every dirty set and wait until they are durable. */
 int ngnfs_cache_sync(struct ngnfs_cache *cache);
+/*
+ * Write back the dirty set blkno belongs to, if any (being written or
+ * not), and wait until it is durable; other sets are left alone unless
+ * the flusher merges due ones into the same write.  Returns the write's
+ * error.  Because a transaction merges every set whose blocks it writes
+ * or reads (txn.c), that set holds everything its contents depend on
+ * that is not durable yet.
+ */
+int ngnfs_cache_sync_block(struct ngnfs_cache *cache, uint64_t blkno);
 /*
  * Returns the first write-back failure since the last call (then
  * cleared): writeback-mode operations that were acknowledged from memory

@@ -771,7 +771,7 @@ struct write_args {
 	uint64_t offset;
 	const uint8_t *buffer;
 	size_t length;
-	bool stable;
+	enum ngnfs_write_durability durability;
 };
 
 static int write_fn(struct ngnfs_txn *txn, void *arg)
@@ -821,13 +821,16 @@ static int write_fn(struct ngnfs_txn *txn, void *arg)
 	if (end > le64toh(inode->size))
 		inode->size = htole64(end);
 	ngnfs_inode_touch(inode, NGNFS_TOUCH_MTIME | NGNFS_TOUCH_CTIME);
-	if (args->stable)
+	if (args->durability == NGNFS_WRITE_STABLE)
 		ngnfs_txn_set_stable(txn);
+	else if (args->durability == NGNFS_WRITE_UNSTABLE)
+		ngnfs_txn_set_unstable(txn);
 	return 0;
 }
 
 ssize_t ngnfs_data_write(struct ngnfs_cache *cache, const struct ngnfs_handle *handle,
-			 uint64_t offset, const void *buffer, size_t length, bool stable)
+			 uint64_t offset, const void *buffer, size_t length,
+			 enum ngnfs_write_durability durability)
 {
 	size_t total = 0;
 
@@ -848,7 +851,7 @@ ssize_t ngnfs_data_write(struct ngnfs_cache *cache, const struct ngnfs_handle *h
 			.buffer = (const uint8_t *)buffer + total,
 			.length =
 			    chunk_length(offset + total, length - total, NGNFS_DATA_TXN_BLOCKS),
-			.stable = stable,
+			.durability = durability,
 		};
 		int ret = ngnfs_txn_run(cache, write_fn, &args);
 
@@ -970,8 +973,11 @@ ssize_t ngnfs_read(struct ngnfs_fs *fs, const struct ngnfs_handle *handle, uint6
 }
 
 ssize_t ngnfs_write(struct ngnfs_fs *fs, const struct ngnfs_handle *handle, uint64_t offset,
-		    const void *buffer, size_t length, bool stable)
+		    const void *buffer, size_t length, enum ngnfs_write_durability durability)
 {
 	ngnfs_clear_error();
-	return ngnfs_data_write(fs->cache, handle, offset, buffer, length, stable);
+	if (durability != NGNFS_WRITE_MOUNT && durability != NGNFS_WRITE_STABLE &&
+	    durability != NGNFS_WRITE_UNSTABLE)
+		return ngnfs_fail(-EINVAL, "write: unknown durability %d", (int)durability);
+	return ngnfs_data_write(fs->cache, handle, offset, buffer, length, durability);
 }

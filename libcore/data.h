@@ -36,11 +36,12 @@ ssize_t ngnfs_data_read(struct ngnfs_cache *cache, const struct ngnfs_handle *ha
 /*
  * Returns the bytes written: all of them, or fewer if a later transaction
  * of a large write failed (the error is then returned by the next call);
- * a negative errno if nothing was written.  stable: every transaction is
- * durable before the call returns, whatever the mount's mode.
+ * a negative errno if nothing was written.  durability: when every
+ * transaction is durable (ngnfs.h, enum ngnfs_write_durability).
  */
 ssize_t ngnfs_data_write(struct ngnfs_cache *cache, const struct ngnfs_handle *handle,
-			 uint64_t offset, const void *buffer, size_t length, bool stable);
+			 uint64_t offset, const void *buffer, size_t length,
+			 enum ngnfs_write_durability durability);
 /*
  * Free the data blocks past new_size in transactions of bounded size,
  * from the end of the file down, lowering the size with each (every

@@ -58,6 +58,8 @@ struct ngnfs_open_file {
 
 #define NGNFS_OPEN_BUCKETS 256
 
+#define NGNFS_LOST_INODES 256
+
 struct ngnfs_fs {
 	struct ngnfs_client *client;
 	struct ngnfs_cache *cache;
@@ -67,8 +69,22 @@ struct ngnfs_fs {
 	uint64_t orphan_dir_ino;
 	uint16_t device_count;
 
-	pthread_mutex_t open_lock; /* protects open_files only, never held in a txn */
+	/*
+	 * Protects open_files and the lost-inode record; never held in a txn
+	 * nor while calling the cache (the cache's lost callback takes it
+	 * under the cache lock).
+	 */
+	pthread_mutex_t open_lock;
 	struct ngnfs_open_file *open_files[NGNFS_OPEN_BUCKETS];
+	/*
+	 * Inodes whose dirty set failed to write back since their last
+	 * ngnfs_sync_inode, with the error; lost_overflow holds an error
+	 * when more were lost than fit (the next inode sync reports it).
+	 */
+	uint64_t lost_inos[NGNFS_LOST_INODES];
+	int lost_errors[NGNFS_LOST_INODES];
+	uint32_t lost_count;
+	int lost_overflow;
 
 	ngnfs_invalidate_fn invalidate;
 	void *invalidate_arg;

@@ -1,7 +1,18 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The glue of the native API: error messages, handles on the wire, the
- * open-file table, sync, and invalidation up-calls.
+ * open-file table, sync (of everything, or of one inode), and
+ * invalidation up-calls.
+ *
+ * ngnfs_sync_inode (fsync, NFS COMMIT) writes only the dirty set that
+ * holds the inode's block.  That is enough because every change to an
+ * object writes its inode block, so all of the object's changes since
+ * its last write-back are in that one set (a set being written is frozen,
+ * and a new change waits for its completion); and because a transaction
+ * merges the sets of everything it wrote or read, the set also holds what
+ * the changes depend on (the create's directory entry, the directory's
+ * own creation) unless that is already durable.  A failed write is
+ * reported to the next sync of each inode that was in the lost set.
  *
  * Errors are negative errnos; the words that say which object and which
  * operation failed go into a thread-local buffer (ngnfs_last_error), so a
@@ -110,9 +121,68 @@ static void cache_invalidated(void *arg, uint64_t blkno, const void *data)
 	fn(fs->invalidate_arg, &handle, magic == NGNFS_MAGIC_BTREE || magic == NGNFS_MAGIC_INODE);
 }
 
+/*
+ * A set that failed to write: remember the inodes among its blocks.  Every
+ * change to an object writes its inode block (times, change attribute),
+ * so the inode is in every set that held the object's changes; data
+ * blocks carry no header and are recognised by nothing here.
+ */
+static void cache_lost(void *arg, uint64_t blkno, const void *data, int error)
+{
+	struct ngnfs_fs *fs = arg;
+	const struct ngnfs_block_header *header = data;
+	uint32_t i;
+
+	if (le32toh(header->magic) != NGNFS_MAGIC_INODE || le64toh(header->blkno) != blkno)
+		return;
+	pthread_mutex_lock(&fs->open_lock);
+	for (i = 0; i < fs->lost_count; i++)
+		if (fs->lost_inos[i] == blkno)
+			break;
+	if (i < fs->lost_count) {
+		/* already recorded, keep the first error */
+	} else if (fs->lost_count < NGNFS_LOST_INODES) {
+		fs->lost_inos[fs->lost_count] = blkno;
+		fs->lost_errors[fs->lost_count] = error;
+		fs->lost_count++;
+	} else if (!fs->lost_overflow) {
+		fs->lost_overflow = error;
+	}
+	pthread_mutex_unlock(&fs->open_lock);
+}
+
+/* The write-back failure of ino's changes not yet reported, or 0; clears it. */
+static int take_lost(struct ngnfs_fs *fs, uint64_t ino)
+{
+	int error = 0;
+	uint32_t i;
+
+	pthread_mutex_lock(&fs->open_lock);
+	for (i = 0; i < fs->lost_count; i++) {
+		if (fs->lost_inos[i] != ino)
+			continue;
+		error = fs->lost_errors[i];
+		fs->lost_count--;
+		fs->lost_inos[i] = fs->lost_inos[fs->lost_count];
+		fs->lost_errors[i] = fs->lost_errors[fs->lost_count];
+		break;
+	}
+	if (!error && fs->lost_overflow) {
+		/*
+		 * Losses went unrecorded: this inode may be one of them.  Told
+		 * once, as ngnfs_sync tells a loss once.
+		 */
+		error = fs->lost_overflow;
+		fs->lost_overflow = 0;
+	}
+	pthread_mutex_unlock(&fs->open_lock);
+	return error;
+}
+
 void ngnfs_fs_install_invalidate(struct ngnfs_fs *fs)
 {
 	ngnfs_cache_set_invalidate(fs->cache, cache_invalidated, fs);
+	ngnfs_cache_set_lost(fs->cache, cache_lost, fs);
 }
 
 void ngnfs_set_invalidate(struct ngnfs_fs *fs, ngnfs_invalidate_fn fn, void *arg)
@@ -224,5 +294,20 @@ int ngnfs_sync(struct ngnfs_fs *fs)
 		ret = lost;
 	if (ret < 0)
 		return ngnfs_fail(ret, "sync: write-back failed: %s", strerror(-ret));
+	return 0;
+}
+
+int ngnfs_sync_inode(struct ngnfs_fs *fs, const struct ngnfs_handle *handle)
+{
+	int ret, lost;
+
+	ngnfs_clear_error();
+	ret = ngnfs_cache_sync_block(fs->cache, handle->ino);
+	lost = take_lost(fs, handle->ino);
+	if (ret == 0 && lost < 0)
+		ret = lost;
+	if (ret < 0)
+		return ngnfs_fail(ret, "sync of inode %llu: write-back failed: %s",
+				  (unsigned long long)handle->ino, strerror(-ret));
 	return 0;
 }

@@ -163,6 +163,8 @@ struct create_args {
 	uint64_t rdev;
 	const char *target; /* symlink */
 	size_t target_length;
+	const struct timespec *atime; /* NULL: now */
+	const struct timespec *mtime;
 	struct ngnfs_handle handle;
 	struct ngnfs_attr attr;
 };
@@ -219,6 +221,10 @@ static int create_txn(struct ngnfs_txn *txn, void *arg)
 				type == S_IFDIR ? args->dir->ino : 0, &inode);
 	if (ret < 0)
 		return ret;
+	if (args->atime)
+		ngnfs_timespec_to_le(args->atime, &inode->atime_sec, &inode->atime_nsec);
+	if (args->mtime)
+		ngnfs_timespec_to_le(args->mtime, &inode->mtime_sec, &inode->mtime_nsec);
 	if (type == S_IFDIR) {
 		inode->nlink = htole32(2);
 		add_nlink(dir, 1);
@@ -265,6 +271,21 @@ int ngnfs_create(struct ngnfs_fs *fs, const struct ngnfs_handle *dir, const char
 		 uint32_t mode, uint32_t uid, uint32_t gid, uint64_t rdev,
 		 struct ngnfs_handle *handle_out, struct ngnfs_attr *attr_out)
 {
+	return ngnfs_create_with_times(fs, dir, name, mode, uid, gid, rdev, NULL, NULL, handle_out,
+				       attr_out);
+}
+
+static bool bad_time(const struct timespec *time)
+{
+	/* as setattr: seconds before 1970 are allowed */
+	return time && (time->tv_nsec < 0 || time->tv_nsec >= 1000000000);
+}
+
+int ngnfs_create_with_times(struct ngnfs_fs *fs, const struct ngnfs_handle *dir, const char *name,
+			    uint32_t mode, uint32_t uid, uint32_t gid, uint64_t rdev,
+			    const struct timespec *atime, const struct timespec *mtime,
+			    struct ngnfs_handle *handle_out, struct ngnfs_attr *attr_out)
+{
 	struct create_args args = {
 		.fs = fs,
 		.dir = dir,
@@ -272,9 +293,13 @@ int ngnfs_create(struct ngnfs_fs *fs, const struct ngnfs_handle *dir, const char
 		.mode = mode,
 		.uid = uid,
 		.gid = gid,
+		.atime = atime,
+		.mtime = mtime,
 	};
 
 	ngnfs_clear_error();
+	if (bad_time(atime) || bad_time(mtime))
+		return ngnfs_fail_quiet(-EINVAL, "create \"%s\": time out of range", name);
 	switch (ngnfs_mode_type(mode)) {
 	case S_IFCHR:
 	case S_IFBLK:

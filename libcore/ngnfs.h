@@ -141,6 +141,15 @@ int ngnfs_lookup(struct ngnfs_fs *fs, const struct ngnfs_handle *dir, const char
 int ngnfs_create(struct ngnfs_fs *fs, const struct ngnfs_handle *dir, const char *name,
 		 uint32_t mode, uint32_t uid, uint32_t gid, uint64_t rdev,
 		 struct ngnfs_handle *handle_out, struct ngnfs_attr *attr_out);
+/*
+ * ngnfs_create with initial atime and mtime (NULL: now) set in the same
+ * transaction: an NFSv4 exclusive create keeps its verifier there, and a
+ * crash must not leave the file without it.
+ */
+int ngnfs_create_with_times(struct ngnfs_fs *fs, const struct ngnfs_handle *dir, const char *name,
+			    uint32_t mode, uint32_t uid, uint32_t gid, uint64_t rdev,
+			    const struct timespec *atime, const struct timespec *mtime,
+			    struct ngnfs_handle *handle_out, struct ngnfs_attr *attr_out);
 int ngnfs_symlink(struct ngnfs_fs *fs, const struct ngnfs_handle *dir, const char *name,
 		  const char *target, uint32_t uid, uint32_t gid, struct ngnfs_handle *handle_out,
 		  struct ngnfs_attr *attr_out);
@@ -179,11 +188,33 @@ int ngnfs_close(struct ngnfs_fs *fs, const struct ngnfs_handle *handle);
 
 ssize_t ngnfs_read(struct ngnfs_fs *fs, const struct ngnfs_handle *handle, uint64_t offset,
 		   void *buffer, size_t length, bool *end_of_file);
-/* stable: durable before return, whatever the mount's mode (FILE_SYNC). */
+/* When an ngnfs_write is durable. */
+enum ngnfs_write_durability {
+	/* as the mount says: before return if stable, within the interval if writeback */
+	NGNFS_WRITE_MOUNT = 0,
+	/* before return, whatever the mount's mode (NFS FILE_SYNC, DATA_SYNC) */
+	NGNFS_WRITE_STABLE,
+	/*
+	 * Not yet, even in a stable mount (NFS UNSTABLE): the data waits in
+	 * the cache and is written within Writeback_Interval_Ms, on
+	 * revocation, under memory pressure, or by ngnfs_sync_inode, which is
+	 * what makes it durable for the caller.  An operation that touches
+	 * the same blocks in a stable mount makes it durable with its own.
+	 */
+	NGNFS_WRITE_UNSTABLE,
+};
 ssize_t ngnfs_write(struct ngnfs_fs *fs, const struct ngnfs_handle *handle, uint64_t offset,
-		    const void *buffer, size_t length, bool stable);
-/* fsync / NFS COMMIT; also reports write-back failures since the last sync. */
+		    const void *buffer, size_t length, enum ngnfs_write_durability durability);
+/* Sync everything; also reports write-back failures since the last sync. */
 int ngnfs_sync(struct ngnfs_fs *fs);
+/*
+ * fsync / NFS COMMIT of one object: on 0 every change made to it before
+ * the call is durable (its data, attributes, xattrs, and the directory
+ * entry and anything else those changes depended on), without waiting
+ * for other objects' dirty data.  Returns a write-back failure of the
+ * object's changes since its last ngnfs_sync_inode.
+ */
+int ngnfs_sync_inode(struct ngnfs_fs *fs, const struct ngnfs_handle *handle);
 
 /* XATTR_CREATE / XATTR_REPLACE from <sys/xattr.h> as in setxattr(2). */
 int ngnfs_setxattr(struct ngnfs_fs *fs, const struct ngnfs_handle *handle, const char *name,

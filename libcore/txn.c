@@ -17,7 +17,7 @@
  *
  * Writes go to a private copy of the block (read-your-writes inside the
  * transaction).  On success the copies are installed, the blocks join
- * one dirty set (merging every set the transaction touched) and the
+ * one dirty set (merging every set the transaction wrote or read) and the
  * locks drop; in stable mode the run then waits, holding nothing, for the
  * flusher's write of that set.
  *
@@ -50,6 +50,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "blockbuf.h"
 #include "cache-internal.h"
 
 #define TXN_GET_ATTEMPTS  4
@@ -82,6 +83,7 @@ struct ngnfs_txn {
 	uint8_t retry_access;
 	uint16_t retry_device;
 	bool stable;
+	bool unstable;
 };
 
 static struct txn_entry *txn_find(struct ngnfs_txn *txn, uint64_t blkno)
@@ -158,14 +160,14 @@ static int txn_lock(struct ngnfs_txn *txn, uint64_t blkno, uint8_t access,
 	if (!block_available(block, access) || !block_lockable(block, access))
 		return txn_retry_block(txn, blkno, access);
 	if (access == NGNFS_ACCESS_WRITE) {
-		copy = malloc(NGNFS_BLOCK_SIZE);
+		copy = ngnfs_block_buf_alloc();
 		if (!copy)
 			return -ENOMEM;
 		memcpy(copy, block->data, NGNFS_BLOCK_SIZE);
 	}
 	entry = txn_new_entry(txn);
 	if (!entry) {
-		free(copy);
+		ngnfs_block_buf_free(copy);
 		return -ENOMEM;
 	}
 	entry->block = block;
@@ -220,7 +222,7 @@ int ngnfs_txn_write(struct ngnfs_txn *txn, uint64_t blkno, void **data)
 		ret = txn_retry_block(txn, blkno, NGNFS_ACCESS_WRITE);
 		goto out;
 	}
-	entry->copy = malloc(NGNFS_BLOCK_SIZE);
+	entry->copy = ngnfs_block_buf_alloc();
 	if (!entry->copy) {
 		ret = -ENOMEM;
 		goto out;
@@ -285,9 +287,9 @@ int ngnfs_txn_alloc(struct ngnfs_txn *txn, uint16_t device, uint64_t *blkno, uin
 		ret = -EIO;
 		goto out;
 	}
-	entry->copy = calloc(1, NGNFS_BLOCK_SIZE);
+	entry->copy = ngnfs_block_buf_zalloc();
 	if (!entry->copy || cache_block_set_data(cache, block, NULL) < 0) {
-		free(entry->copy);
+		ngnfs_block_buf_free(entry->copy);
 		txn->count--;
 		cache_pool_push(cache, device, new_blkno, new_version);
 		ret = -ENOMEM;
@@ -337,6 +339,11 @@ void ngnfs_txn_set_stable(struct ngnfs_txn *txn)
 	txn->stable = true;
 }
 
+void ngnfs_txn_set_unstable(struct ngnfs_txn *txn)
+{
+	txn->unstable = true;
+}
+
 struct ngnfs_cache *ngnfs_txn_cache(struct ngnfs_txn *txn)
 {
 	return txn->cache;
@@ -354,7 +361,7 @@ static void txn_release_entry(struct ngnfs_txn *txn, struct txn_entry *entry, bo
 	struct ngnfs_cache *cache = txn->cache;
 	struct cache_block *block = entry->block;
 
-	free(entry->copy);
+	ngnfs_block_buf_free(entry->copy);
 	entry->copy = NULL;
 	if (entry->mode == NGNFS_ACCESS_WRITE)
 		block->writer = false;
@@ -439,6 +446,21 @@ static int txn_install(struct ngnfs_txn *txn, struct dirty_set **set_out)
 		*set_out = NULL;
 		return 0;
 	}
+	/*
+	 * What the transaction read is part of what it wrote: a rename that
+	 * checked an ancestor chain still dirty in another set is only valid
+	 * if that set lands too, so read blocks' idle sets join ours (a set
+	 * being written is already on its way).  A sync of any block of the
+	 * merged set then also makes durable what it was derived from.
+	 */
+	for (i = 0; i < txn->count; i++) {
+		struct txn_entry *entry = &txn->entries[i];
+		struct dirty_set *read_set = entry->block->set;
+
+		if (entry->mode != NGNFS_ACCESS_READ || !read_set || read_set->writing)
+			continue;
+		set = set ? dirty_set_merge(cache, set, read_set) : read_set;
+	}
 	if (!set) {
 		set = dirty_set_create(cache);
 		if (!set)
@@ -508,7 +530,13 @@ static int txn_commit(struct ngnfs_txn *txn)
 		txn_abort(txn);
 		return ret;
 	}
-	if (set && (cache->durability == NGNFS_DURABILITY_STABLE || txn->stable)) {
+	/*
+	 * The waiter is what makes a stable-mode set leave at once (flusher);
+	 * an unstable transaction's set waits for its interval unless a
+	 * waiting one merges with it.
+	 */
+	if (set &&
+	    (txn->stable || (cache->durability == NGNFS_DURABILITY_STABLE && !txn->unstable))) {
 		memset(&waiter, 0, sizeof(waiter));
 		pthread_cond_init(&waiter.cond, NULL);
 		dirty_set_add_waiter(set, &waiter);

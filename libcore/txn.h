@@ -55,6 +55,13 @@ int ngnfs_txn_free(struct ngnfs_txn *txn, uint64_t blkno);
 uint64_t ngnfs_txn_version(struct ngnfs_txn *txn, uint64_t blkno);
 /* Make this transaction durable before ngnfs_txn_run returns, even in writeback mode. */
 void ngnfs_txn_set_stable(struct ngnfs_txn *txn);
+/*
+ * Return without waiting for durability even in stable mode (an NFS
+ * UNSTABLE write): the set is written within the writeback interval, on
+ * revocation, pressure or sync, or at once if a waiting transaction's set
+ * merges with it.  ngnfs_txn_set_stable wins over it.
+ */
+void ngnfs_txn_set_unstable(struct ngnfs_txn *txn);
 struct ngnfs_cache *ngnfs_txn_cache(struct ngnfs_txn *txn);
 uint16_t ngnfs_txn_device_count(struct ngnfs_txn *txn);
 

@@ -23,8 +23,12 @@
  * Stable mode runs a smaller N by default (--stable-files): every create
  * waits for a RocksDB sync there.
  *
- * The cost columns are per 1000 operations:
+ * The cost columns are per 1000 operations (cpu-us: per operation):
  *   writes   libcore's WRITE/COMMIT round trips (cache counter writes_sent)
+ *   cpu-us   CPU microseconds per operation of the threads that run the
+ *            operations (CLOCK_THREAD_CPUTIME_ID; not libcore's I/O and
+ *            flusher threads, not blockd): what the machine's load
+ *            disturbs least
  *   retries  transaction re-runs (cache counter retries): a block busy,
  *            not cached, frozen in a write in flight, or an empty
  *            allocation pool; each is a wait
@@ -111,10 +115,35 @@ static uint64_t txn_retries(void)
 	return counters.retries;
 }
 
+/*
+ * CPU time of the threads running the operations (not libcore's I/O and
+ * flusher threads, not blockd): less sensitive than the rates to other
+ * processes on the machine.  Workers add theirs; the main thread's own is
+ * measured from set_phase.
+ */
+static uint64_t worker_cpu_ns;
+static uint64_t phase_main_cpu_ns;
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t phase_cpu_ns(void)
+{
+	return thread_cpu_ns() - phase_main_cpu_ns +
+	       __atomic_load_n(&worker_cpu_ns, __ATOMIC_RELAXED);
+}
+
 static void set_phase(const char *phase)
 {
 	__atomic_store_n(&current_phase, phase, __ATOMIC_RELEASE);
 	phase_retries = txn_retries();
+	__atomic_store_n(&worker_cpu_ns, 0, __ATOMIC_RELAXED);
+	phase_main_cpu_ns = thread_cpu_ns();
 	made_progress();
 }
 
@@ -168,8 +197,8 @@ static uint64_t writes_sent(struct ngnfs_fs *fs)
 
 static void print_header(void)
 {
-	printf("%-4s %-9s %-14s %7s %8s %10s %12s %8s %9s\n", "devs", "mode", "workload", "ops",
-	       "seconds", "ops/s", "durable/s", "writes/k", "retries/k");
+	printf("%-4s %-9s %-14s %7s %8s %10s %12s %8s %9s %7s\n", "devs", "mode", "workload", "ops",
+	       "seconds", "ops/s", "durable/s", "writes/k", "retries/k", "cpu-us");
 }
 
 static void print_row(unsigned int devices, const char *mode, const char *workload, uint64_t ops,
@@ -179,10 +208,11 @@ static void print_row(unsigned int devices, const char *mode, const char *worklo
 
 	if (durable_seconds > 0)
 		snprintf(durable, sizeof(durable), "%.0f", (double)ops / durable_seconds);
-	printf("%-4u %-9s %-14s %7llu %8.3f %10.0f %12s %8.1f %9.1f\n", devices, mode, workload,
-	       (unsigned long long)ops, seconds, (double)ops / seconds, durable,
+	printf("%-4u %-9s %-14s %7llu %8.3f %10.0f %12s %8.1f %9.1f %7.2f\n", devices, mode,
+	       workload, (unsigned long long)ops, seconds, (double)ops / seconds, durable,
 	       ops ? (double)writes * 1000.0 / (double)ops : 0.0,
-	       ops ? (double)(txn_retries() - phase_retries) * 1000.0 / (double)ops : 0.0);
+	       ops ? (double)(txn_retries() - phase_retries) * 1000.0 / (double)ops : 0.0,
+	       ops ? (double)phase_cpu_ns() / 1000.0 / (double)ops : 0.0);
 	fflush(stdout);
 }
 
@@ -199,6 +229,7 @@ struct create_work {
 static void *create_worker(void *arg)
 {
 	struct create_work *work = arg;
+	uint64_t cpu = thread_cpu_ns();
 	char name[64];
 	unsigned int i;
 	int ret;
@@ -215,6 +246,7 @@ static void *create_worker(void *arg)
 		}
 		made_progress();
 	}
+	__atomic_add_fetch(&worker_cpu_ns, thread_cpu_ns() - cpu, __ATOMIC_RELAXED);
 	return NULL;
 }
 
@@ -418,7 +450,7 @@ static void run_mount(unsigned int devices, const char *const *addresses,
 			    ngnfs_create(fs, &dir, name, S_IFREG | 0644, 1000, 1000, 0, file, NULL);
 			if (ret < 0)
 				die("untar create", ret);
-			written = ngnfs_write(fs, file, 0, data, length, false);
+			written = ngnfs_write(fs, file, 0, data, length, NGNFS_WRITE_MOUNT);
 			if (written != (ssize_t)length)
 				die("untar write", written < 0 ? (int)written : -EIO);
 			made_progress();

@@ -39,6 +39,16 @@
  *   blockd_kill_stable      kill -9 one blockd while a stable client
  *                           runs, restart it; the client must finish
  *                           every operation, and all of them must be there
+ *   client_kill_unstable_writes
+ *                           a stable mount (60 s writeback interval) writes
+ *                           files with each ngnfs_write durability, then
+ *                           does metadata operations, and is killed: an
+ *                           UNSTABLE write that nothing synced is missing
+ *                           (proof that it did not wait), one followed by
+ *                           ngnfs_sync_inode or by a stable operation on
+ *                           the same file (merged sets) is there, STABLE
+ *                           and MOUNT writes are there, and so are the
+ *                           metadata operations made after the lost write
  *
  * Every iteration works in its own top directory of one filesystem, and
  * the checks of earlier iterations are repeated after later crashes, so
@@ -284,7 +294,9 @@ static int read_manifest(const char *path, char addresses[][64], const char **po
 	return count;
 }
 
-static struct ngnfs_fs *mount_manifest(const char *manifest, enum ngnfs_durability_mode mode)
+static struct ngnfs_fs *mount_manifest_interval(const char *manifest,
+						enum ngnfs_durability_mode mode,
+						uint32_t writeback_interval_ms)
 {
 	static char addresses[16][64];
 	static const char *pointers[17];
@@ -298,12 +310,18 @@ static struct ngnfs_fs *mount_manifest(const char *manifest, enum ngnfs_durabili
 	options.device_addresses = pointers;
 	options.device_count = (uint16_t)count;
 	options.durability = mode;
+	options.writeback_interval_ms = writeback_interval_ms;
 	ret = ngnfs_mount(&options, &fs);
 	if (ret < 0)
 		failf("mount (%s) of the devices in %s: %s (%s)",
 		      mode == NGNFS_MOUNT_STABLE ? "stable" : "writeback", manifest, strerror(-ret),
 		      ngnfs_last_error());
 	return fs;
+}
+
+static struct ngnfs_fs *mount_manifest(const char *manifest, enum ngnfs_durability_mode mode)
+{
+	return mount_manifest_interval(manifest, mode, 0);
 }
 
 static void log_line(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -345,7 +363,7 @@ static int run_op(struct ngnfs_fs *fs, const struct workload *work, const struct
 	case OP_WRITE:
 		length = file_length(work, op->target);
 		file_data(work, op->target, data, length);
-		written = ngnfs_write(fs, &files[op->target], 0, data, length, false);
+		written = ngnfs_write(fs, &files[op->target], 0, data, length, NGNFS_WRITE_MOUNT);
 		if (written < 0)
 			return (int)written;
 		return written == (ssize_t)length ? 0 : -EIO;
@@ -1024,6 +1042,224 @@ static void blockd_kill_stable(void)
 		failf("a blockd did not shut down cleanly (see its log above)");
 }
 
+/* ---- UNSTABLE writes in a stable mount ---- */
+
+/* Longer than one write transaction (NGNFS_DATA_TXN_BLOCKS blocks), not block-aligned. */
+#define UNSTABLE_LENGTH	     (600 * 1024 + 777)
+#define UNSTABLE_INTERVAL_MS 60000
+#define UNSTABLE_DIR	     "unstable"
+
+enum unstable_file {
+	UF_SYNCED, /* UNSTABLE, then ngnfs_sync_inode */
+	UF_STABLE, /* NGNFS_WRITE_STABLE */
+	UF_MOUNT,  /* NGNFS_WRITE_MOUNT in a stable mount */
+	UF_MERGED, /* UNSTABLE, then a (stable) setxattr of the same file */
+	UF_LOST,   /* UNSTABLE, nothing after it on this file */
+	UF_AFTER,  /* created after the lost write, with an xattr */
+	UF_COUNT,
+};
+
+static const char *const unstable_names[UF_COUNT] = { "synced", "stable", "mount",
+						      "merged", "lost",	  "after" };
+
+static void unstable_data(int file, uint8_t *data, size_t length)
+{
+	uint64_t state = 0x5eed0000ULL + (uint64_t)file;
+	size_t i;
+
+	for (i = 0; i < length; i++)
+		data[i] = (uint8_t)(mix(&state) >> 24);
+}
+
+static void unstable_write(struct ngnfs_fs *fs, const struct ngnfs_handle *file, int index,
+			   enum ngnfs_write_durability durability, uint8_t *data)
+{
+	size_t done = 0;
+
+	unstable_data(index, data, UNSTABLE_LENGTH);
+	while (done < UNSTABLE_LENGTH) {
+		/* NFS-sized pieces, as the gateway writes them */
+		size_t piece = UNSTABLE_LENGTH - done < 65536 ? UNSTABLE_LENGTH - done : 65536;
+		ssize_t ret = ngnfs_write(fs, file, done, data + done, piece, durability);
+
+		if (ret <= 0)
+			failf("unstable child: write of %s at %zu: %zd (%s)", unstable_names[index],
+			      done, ret, ngnfs_last_error());
+		done += (size_t)ret;
+	}
+}
+
+static int unstable_child_main(int argc, char **argv)
+{
+	struct ngnfs_handle root, dir, files[UF_COUNT], after_dir;
+	uint8_t *data = malloc(UNSTABLE_LENGTH);
+	struct ngnfs_fs *fs;
+	int fd, i, ret;
+
+	if (argc != 4 || !data) {
+		fprintf(stderr, "usage: test_crash unstable-child MANIFEST LOG\n");
+		return 2;
+	}
+	fd = open(argv[3], O_WRONLY | O_CREAT | O_APPEND | O_TRUNC, 0644);
+	if (fd < 0) {
+		fprintf(stderr, "unstable child: open %s: %s\n", argv[3], strerror(errno));
+		return 4;
+	}
+	fs = mount_manifest_interval(argv[2], NGNFS_MOUNT_STABLE, UNSTABLE_INTERVAL_MS);
+	ret = ngnfs_root(fs, &root);
+	if (ret == 0)
+		ret = ngnfs_create(fs, &root, UNSTABLE_DIR, S_IFDIR | 0755, 0, 0, 0, &dir, NULL);
+	for (i = 0; ret == 0 && i < UF_COUNT; i++)
+		ret = ngnfs_create(fs, &dir, unstable_names[i], S_IFREG | 0644, 0, 0, 0, &files[i],
+				   NULL);
+	if (ret < 0)
+		failf("unstable child: creating the files: %s (%s)", strerror(-ret),
+		      ngnfs_last_error());
+
+	unstable_write(fs, &files[UF_SYNCED], UF_SYNCED, NGNFS_WRITE_UNSTABLE, data);
+	ret = ngnfs_sync_inode(fs, &files[UF_SYNCED]);
+	if (ret < 0)
+		failf("unstable child: sync_inode: %s (%s)", strerror(-ret), ngnfs_last_error());
+	unstable_write(fs, &files[UF_STABLE], UF_STABLE, NGNFS_WRITE_STABLE, data);
+	unstable_write(fs, &files[UF_MOUNT], UF_MOUNT, NGNFS_WRITE_MOUNT, data);
+	unstable_write(fs, &files[UF_MERGED], UF_MERGED, NGNFS_WRITE_UNSTABLE, data);
+	ret = ngnfs_setxattr(fs, &files[UF_MERGED], XATTR_NAME, "merged", 6, 0);
+	if (ret < 0)
+		failf("unstable child: setxattr: %s (%s)", strerror(-ret), ngnfs_last_error());
+	unstable_write(fs, &files[UF_LOST], UF_LOST, NGNFS_WRITE_UNSTABLE, data);
+
+	/* metadata after the unsynced write: each must be durable on return */
+	ret = ngnfs_create(fs, &dir, "after-dir", S_IFDIR | 0700, 0, 0, 0, &after_dir, NULL);
+	if (ret == 0)
+		ret = ngnfs_setxattr(fs, &files[UF_AFTER], XATTR_NAME, "after", 5, 0);
+	if (ret < 0)
+		failf("unstable child: metadata after the writes: %s (%s)", strerror(-ret),
+		      ngnfs_last_error());
+	log_line(fd, "ready\n");
+	/* the parent kills us now: nothing else syncs */
+	for (;;)
+		pause();
+}
+
+static void expect_unstable_file(struct ngnfs_fs *fs, const struct ngnfs_handle *dir, int index,
+				 bool with_data, const char *xattr, uint8_t *want, uint8_t *got)
+{
+	struct ngnfs_handle file;
+	struct ngnfs_attr attr;
+	char value[32];
+	ssize_t length;
+	size_t done = 0;
+	int ret;
+
+	ret = ngnfs_lookup(fs, dir, unstable_names[index], &file, &attr);
+	if (ret < 0)
+		failf("%s: its (stable) create is gone after the kill: %s", unstable_names[index],
+		      strerror(-ret));
+	if (!with_data) {
+		if (attr.size != 0)
+			failf("%s: an UNSTABLE write nothing synced is there after the kill (size "
+			      "%" PRIu64 "): the stable mount did not defer it",
+			      unstable_names[index], attr.size);
+	} else {
+		if (attr.size != UNSTABLE_LENGTH)
+			failf("%s: size %" PRIu64 " after the kill, expected %d",
+			      unstable_names[index], attr.size, UNSTABLE_LENGTH);
+		unstable_data(index, want, UNSTABLE_LENGTH);
+		while (done < UNSTABLE_LENGTH) {
+			ssize_t ret_read =
+			    ngnfs_read(fs, &file, done, got + done, UNSTABLE_LENGTH - done, NULL);
+
+			if (ret_read <= 0)
+				failf("%s: read at %zu: %zd (%s)", unstable_names[index], done,
+				      ret_read, ngnfs_last_error());
+			done += (size_t)ret_read;
+		}
+		if (memcmp(want, got, UNSTABLE_LENGTH) != 0)
+			failf("%s: the data read back after the kill is not what was written",
+			      unstable_names[index]);
+	}
+	if (xattr) {
+		length = ngnfs_getxattr(fs, &file, XATTR_NAME, value, sizeof(value));
+		if (length != (ssize_t)strlen(xattr) || memcmp(value, xattr, (size_t)length) != 0)
+			failf("%s: xattr %s lost after the kill (%zd)", unstable_names[index],
+			      XATTR_NAME, length);
+	}
+	printf("  %s: %s\n", unstable_names[index],
+	       with_data	  ? "all data there"
+	       : index == UF_LOST ? "its unsynced data is gone, as expected"
+				  : "there, with its xattr");
+}
+
+static void client_kill_unstable_writes(void)
+{
+	uint8_t *want = malloc(UNSTABLE_LENGTH), *got = malloc(UNSTABLE_LENGTH);
+	char log_path[PATH_MAX], output[PATH_MAX], *text = NULL;
+	struct ngnfs_handle root, dir, after_dir;
+	const char *argv[5];
+	struct ngnfs_fs *fs;
+	unsigned int waited;
+	int status, ret;
+	pid_t pid;
+
+	if (!want || !got)
+		failf("out of memory");
+	start_cluster("crash-unstable");
+	snprintf(log_path, sizeof(log_path), "%s/unstable.log",
+		 ngnfs_test_cluster_dir(run.cluster));
+	snprintf(output, sizeof(output), "%s/client-0.out", ngnfs_test_cluster_dir(run.cluster));
+	argv[0] = program_path;
+	argv[1] = "unstable-child";
+	argv[2] = ngnfs_test_cluster_manifest(run.cluster);
+	argv[3] = log_path;
+	argv[4] = NULL;
+	ret = ngnfs_test_spawn(argv, output, &pid);
+	if (ret < 0)
+		failf("spawning the client process: %s", strerror(-ret));
+	for (waited = 0; waited < TARGET_WAIT_MS; waited += 10) {
+		free(text);
+		text = ngnfs_test_read_file(log_path, NULL);
+		if (text && strstr(text, "ready"))
+			break;
+		if (ngnfs_test_wait(pid, 0, &status) == 0) {
+			dump_child_output(0);
+			failf("the client ended before it was killed");
+		}
+		sleep_ms(10);
+	}
+	free(text);
+	if (waited >= TARGET_WAIT_MS) {
+		dump_child_output(0);
+		failf("the client did not get ready in %u ms", TARGET_WAIT_MS);
+	}
+	kill(pid, SIGKILL);
+	ret = ngnfs_test_wait(pid, 10000, &status);
+	if (ret < 0)
+		failf("the killed client %d did not go away: %s", (int)pid, strerror(-ret));
+
+	fs = mount_manifest(ngnfs_test_cluster_manifest(run.cluster), NGNFS_MOUNT_STABLE);
+	ret = ngnfs_root(fs, &root);
+	if (ret == 0)
+		ret = ngnfs_lookup(fs, &root, UNSTABLE_DIR, &dir, NULL);
+	if (ret < 0)
+		failf("the directory %s is gone after the kill: %s", UNSTABLE_DIR, strerror(-ret));
+	printf("after the kill of the stable client:\n");
+	expect_unstable_file(fs, &dir, UF_SYNCED, true, NULL, want, got);
+	expect_unstable_file(fs, &dir, UF_STABLE, true, NULL, want, got);
+	expect_unstable_file(fs, &dir, UF_MOUNT, true, NULL, want, got);
+	expect_unstable_file(fs, &dir, UF_MERGED, true, "merged", want, got);
+	expect_unstable_file(fs, &dir, UF_LOST, false, NULL, want, got);
+	expect_unstable_file(fs, &dir, UF_AFTER, false, "after", want, got);
+	ret = ngnfs_lookup(fs, &dir, "after-dir", &after_dir, NULL);
+	if (ret < 0)
+		failf("after-dir, made after the unsynced write, is gone: %s", strerror(-ret));
+	check_fsck(fs, "after the unstable client kill");
+	ngnfs_unmount(fs);
+	free(want);
+	free(got);
+	if (ngnfs_test_cluster_stop(run.cluster) < 0)
+		failf("a blockd did not shut down cleanly (see its log above)");
+}
+
 int main(int argc, char **argv)
 {
 	static char self[PATH_MAX];
@@ -1032,9 +1268,11 @@ int main(int argc, char **argv)
 
 	if (argc >= 2 && strcmp(argv[1], "child") == 0)
 		return child_main(argc, argv);
+	if (argc >= 2 && strcmp(argv[1], "unstable-child") == 0)
+		return unstable_child_main(argc, argv);
 	if (argc != 2) {
 		fprintf(stderr, "usage: test_crash client_kill_stable|client_kill_writeback|"
-				"blockd_kill_stable\n");
+				"blockd_kill_stable|client_kill_unstable_writes\n");
 		return 2;
 	}
 	length = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -1054,6 +1292,8 @@ int main(int argc, char **argv)
 		client_kill(NGNFS_MOUNT_WRITEBACK);
 	else if (strcmp(argv[1], "blockd_kill_stable") == 0)
 		blockd_kill_stable();
+	else if (strcmp(argv[1], "client_kill_unstable_writes") == 0)
+		client_kill_unstable_writes();
 	else
 		failf("unknown case %s", argv[1]);
 	printf("%s: passed\n", argv[1]);

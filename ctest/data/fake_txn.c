@@ -63,6 +63,7 @@ struct ngnfs_txn {
 	struct held_block *buckets[256];
 	bool retry;
 	bool stable;
+	bool unstable;
 	unsigned int injected;
 };
 
@@ -349,6 +350,11 @@ void ngnfs_txn_set_stable(struct ngnfs_txn *txn)
 	txn->stable = true;
 }
 
+void ngnfs_txn_set_unstable(struct ngnfs_txn *txn)
+{
+	txn->unstable = true;
+}
+
 struct ngnfs_cache *ngnfs_txn_cache(struct ngnfs_txn *txn)
 {
 	return txn->cache;
@@ -405,6 +411,8 @@ static int commit(struct ngnfs_txn *txn)
 	cache->counters.commits++;
 	if (txn->stable)
 		cache->counters.stable_commits++;
+	if (txn->unstable)
+		cache->counters.unstable_commits++;
 	return 0;
 }
 

@@ -27,10 +27,11 @@ struct ngnfs_fake_counters {
 	uint64_t runs;	  /* transaction function runs, retries included */
 	uint64_t retries; /* injected -EAGAIN re-runs */
 	uint64_t commits;
-	uint64_t max_dirty;	 /* largest number of blocks one commit wrote */
-	uint64_t last_dirty;	 /* blocks the last commit wrote */
-	uint64_t stable_commits; /* commits that asked for durability (ngnfs_txn_set_stable) */
-	uint64_t live_blocks;	 /* allocated and not freed */
+	uint64_t max_dirty;	   /* largest number of blocks one commit wrote */
+	uint64_t last_dirty;	   /* blocks the last commit wrote */
+	uint64_t stable_commits;   /* commits that asked for durability (ngnfs_txn_set_stable) */
+	uint64_t unstable_commits; /* commits that asked not to wait (ngnfs_txn_set_unstable) */
+	uint64_t live_blocks;	   /* allocated and not freed */
 };
 
 /* retry_percent: chance of -EAGAIN at each first access of a block in a run. */

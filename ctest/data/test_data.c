@@ -92,7 +92,8 @@ static uint8_t *must_alloc(size_t length)
 
 static void write_all(struct fixture *fx, uint64_t offset, const void *buffer, size_t length)
 {
-	ssize_t ret = ngnfs_data_write(fx->cache, &fx->file, offset, buffer, length, false);
+	ssize_t ret =
+	    ngnfs_data_write(fx->cache, &fx->file, offset, buffer, length, NGNFS_WRITE_MOUNT);
 
 	if (ret != (ssize_t)length)
 		fail_msg("write of %zu bytes at %" PRIu64 ": expected %zu, got %zd", length, offset,
@@ -321,10 +322,10 @@ static void test_write_past_largest_file(void **state)
 	ssize_t ret;
 
 	ret = ngnfs_data_write(fx->cache, &fx->file, NGNFS_DATA_MAX_FILE_SIZE - 10, "0123456789x",
-			       11, false);
+			       11, NGNFS_WRITE_MOUNT);
 	assert_int_equal(ret, -EFBIG);
 	ret = ngnfs_data_write(fx->cache, &fx->file, NGNFS_DATA_MAX_FILE_SIZE - 10, "0123456789",
-			       10, false);
+			       10, NGNFS_WRITE_MOUNT);
 	assert_int_equal(ret, 10);
 	expect_contents(fx, NGNFS_DATA_MAX_FILE_SIZE - 10, (const uint8_t *)"0123456789", 10);
 	assert_int_equal(ngnfs_data_set_size(fx->cache, &fx->file, NGNFS_DATA_MAX_FILE_SIZE + 1),
@@ -487,8 +488,10 @@ static void test_not_a_regular_file(void **state)
 	assert_int_equal(ngnfs_test_make_inode(fx->cache, 1, S_IFDIR | 0755, &dir), 0);
 	assert_int_equal(ngnfs_test_make_inode(fx->cache, 1, S_IFIFO | 0644, &fifo), 0);
 	assert_int_equal(ngnfs_data_read(fx->cache, &dir, 0, buffer, 4, &eof), -EISDIR);
-	assert_int_equal(ngnfs_data_write(fx->cache, &dir, 0, buffer, 4, false), -EISDIR);
-	assert_int_equal(ngnfs_data_write(fx->cache, &fifo, 0, buffer, 4, false), -EINVAL);
+	assert_int_equal(ngnfs_data_write(fx->cache, &dir, 0, buffer, 4, NGNFS_WRITE_MOUNT),
+			 -EISDIR);
+	assert_int_equal(ngnfs_data_write(fx->cache, &fifo, 0, buffer, 4, NGNFS_WRITE_MOUNT),
+			 -EINVAL);
 	assert_int_equal(ngnfs_data_set_size(fx->cache, &fifo, 10), -EINVAL);
 }
 
@@ -501,7 +504,8 @@ static void test_stale_handle(void **state)
 
 	stale.generation++;
 	assert_int_equal(ngnfs_data_read(fx->cache, &stale, 0, buffer, 4, &eof), -ESTALE);
-	assert_int_equal(ngnfs_data_write(fx->cache, &stale, 0, buffer, 4, false), -ESTALE);
+	assert_int_equal(ngnfs_data_write(fx->cache, &stale, 0, buffer, 4, NGNFS_WRITE_MOUNT),
+			 -ESTALE);
 }
 
 /* A map block that is not what its pointer promised is -EIO, never data. */
@@ -525,7 +529,8 @@ static void test_corrupt_map_block(void **state)
 	((struct ngnfs_data_map *)map)->level = htole32(2);
 	assert_int_equal(ngnfs_data_read(fx->cache, &fx->file, 0, buffer, sizeof(buffer), &eof),
 			 -EIO);
-	assert_int_equal(ngnfs_data_write(fx->cache, &fx->file, BLOCK, "x", 1, false), -EIO);
+	assert_int_equal(ngnfs_data_write(fx->cache, &fx->file, BLOCK, "x", 1, NGNFS_WRITE_MOUNT),
+			 -EIO);
 	((struct ngnfs_data_map *)map)->level = htole32(1);
 	/* a foreign owner */
 	((struct ngnfs_data_map *)map)->header.owner_ino = htole64(fx->file.ino + 1);
@@ -610,7 +615,8 @@ static void test_reserved_allocation_refused(void **state)
 	ngnfs_fake_set_retry_percent(fx->cache, 0);
 	ngnfs_fake_counters(fx->cache, &before);
 	ngnfs_fake_set_next_index(fx->cache, device, 0);
-	assert_int_equal(ngnfs_data_write(fx->cache, &fx->file, 0, "x", 1, false), -EIO);
+	assert_int_equal(ngnfs_data_write(fx->cache, &fx->file, 0, "x", 1, NGNFS_WRITE_MOUNT),
+			 -EIO);
 	ngnfs_fake_counters(fx->cache, &after);
 	assert_int_equal(after.allocs, before.allocs);
 	assert_int_equal(attr_of(fx).size, 0);
@@ -619,7 +625,10 @@ static void test_reserved_allocation_refused(void **state)
 	expect_contents(fx, 0, (const uint8_t *)"x", 1);
 }
 
-/* stable: every transaction of the write asks for durability; otherwise none does. */
+/*
+ * STABLE: every transaction of the write asks for durability; UNSTABLE:
+ * every one asks not to wait; MOUNT: neither (the mount decides).
+ */
 static void test_stable_write(void **state)
 {
 	struct fixture *fx = *state;
@@ -632,12 +641,24 @@ static void test_stable_write(void **state)
 	write_all(fx, 0, data, length);
 	ngnfs_fake_counters(fx->cache, &after);
 	assert_int_equal(after.stable_commits, before.stable_commits);
-	assert_int_equal(ngnfs_data_write(fx->cache, &fx->file, 0, data, length, true),
-			 (ssize_t)length);
+	assert_int_equal(after.unstable_commits, before.unstable_commits);
+	assert_int_equal(
+	    ngnfs_data_write(fx->cache, &fx->file, 0, data, length, NGNFS_WRITE_STABLE),
+	    (ssize_t)length);
 	before = after;
 	ngnfs_fake_counters(fx->cache, &after);
 	assert_int_equal(after.commits - before.commits, 3);
 	assert_int_equal(after.stable_commits - before.stable_commits, 3);
+	assert_int_equal(after.unstable_commits, before.unstable_commits);
+	fill_random(fx, data, length);
+	assert_int_equal(
+	    ngnfs_data_write(fx->cache, &fx->file, 0, data, length, NGNFS_WRITE_UNSTABLE),
+	    (ssize_t)length);
+	before = after;
+	ngnfs_fake_counters(fx->cache, &after);
+	assert_int_equal(after.commits - before.commits, 3);
+	assert_int_equal(after.stable_commits, before.stable_commits);
+	assert_int_equal(after.unstable_commits - before.unstable_commits, 3);
 	expect_contents(fx, 0, data, length);
 	free(data);
 }

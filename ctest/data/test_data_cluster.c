@@ -197,7 +197,7 @@ static void write_all(struct fixture *fx, const struct ngnfs_handle *file, uint6
 	ssize_t ret;
 
 	step("write");
-	ret = ngnfs_write(fx->fs, file, offset, buffer, length, false);
+	ret = ngnfs_write(fx->fs, file, offset, buffer, length, NGNFS_WRITE_MOUNT);
 	if (ret != (ssize_t)length)
 		fail_msg("write of %zu at %" PRIu64 ": expected %zu, got %zd (%s)", length, offset,
 			 length, ret, ngnfs_last_error());
@@ -338,7 +338,7 @@ static void *writer_thread(void *arg)
 	while (done < writer->length) {
 		size_t piece = writer->length - done < 70001 ? writer->length - done : 70001;
 		ssize_t ret = ngnfs_write(writer->fx->fs, &writer->file, writer->offset + done,
-					  writer->data + done, piece, false);
+					  writer->data + done, piece, NGNFS_WRITE_MOUNT);
 
 		if (ret <= 0) {
 			writer->result = ret;
@@ -412,7 +412,7 @@ static void test_two_clients(void **state)
 	assert_memory_equal(got, "one", 3);
 	/* the second overwrites the middle; the first's cached copy must be revoked */
 	memset(data + 3000, 0x5a, 2000);
-	assert_int_equal(ngnfs_write(second, &file, 3000, data + 3000, 2000, false), 2000);
+	assert_int_equal(ngnfs_write(second, &file, 3000, data + 3000, 2000, NGNFS_WRITE_MOUNT), 2000);
 	assert_int_equal(ngnfs_setxattr(second, &file, "user.s", "two", 3, XATTR_REPLACE), 0);
 	assert_int_equal(ngnfs_read(first, &file, 0, got, sizeof(got), &eof), sizeof(got));
 	assert_memory_equal(got, data, sizeof(data));

@@ -76,7 +76,8 @@ static struct {
 static const uint8_t zero_block[NGNFS_BLOCK_SIZE];
 
 struct ngnfs_cache {
-	int unused;
+	ngnfs_cache_lost_fn lost;
+	void *lost_arg;
 };
 
 struct ngnfs_client {
@@ -379,6 +380,11 @@ void ngnfs_txn_set_stable(struct ngnfs_txn *txn)
 	(void)txn;
 }
 
+void ngnfs_txn_set_unstable(struct ngnfs_txn *txn)
+{
+	(void)txn;
+}
+
 struct ngnfs_cache *ngnfs_txn_cache(struct ngnfs_txn *txn)
 {
 	(void)txn;
@@ -497,7 +503,8 @@ int ngnfs_cache_create_with_client(const struct ngnfs_client_config *client_conf
 
 void ngnfs_cache_destroy(struct ngnfs_cache *cache)
 {
-	(void)cache;
+	cache->lost = NULL;
+	cache->lost_arg = NULL;
 }
 
 void ngnfs_cache_set_invalidate(struct ngnfs_cache *cache, ngnfs_cache_invalidate_fn fn, void *arg)
@@ -507,10 +514,46 @@ void ngnfs_cache_set_invalidate(struct ngnfs_cache *cache, ngnfs_cache_invalidat
 	(void)arg;
 }
 
+void ngnfs_cache_set_lost(struct ngnfs_cache *cache, ngnfs_cache_lost_fn fn, void *arg)
+{
+	cache->lost = fn;
+	cache->lost_arg = arg;
+}
+
 int ngnfs_cache_sync(struct ngnfs_cache *cache)
 {
 	(void)cache;
+	pthread_mutex_lock(&store.lock);
+	store.stats.whole_syncs++;
+	pthread_mutex_unlock(&store.lock);
 	return 0;
+}
+
+/* Every commit of the double is durable at once: only count and remember. */
+int ngnfs_cache_sync_block(struct ngnfs_cache *cache, uint64_t blkno)
+{
+	(void)cache;
+	pthread_mutex_lock(&store.lock);
+	store.stats.block_syncs++;
+	store.stats.last_synced_blkno = blkno;
+	pthread_mutex_unlock(&store.lock);
+	return 0;
+}
+
+void fake_txn_lose_block(uint64_t blkno, int error)
+{
+	uint8_t data[NGNFS_BLOCK_SIZE];
+	struct fake_block *block;
+
+	pthread_mutex_lock(&store.lock);
+	block = find_block(blkno, false);
+	if (block && block->data)
+		memcpy(data, block->data, sizeof(data));
+	else
+		block = NULL;
+	pthread_mutex_unlock(&store.lock);
+	if (block && the_cache.lost)
+		the_cache.lost(the_cache.lost_arg, blkno, data, error);
 }
 
 int ngnfs_cache_take_error(struct ngnfs_cache *cache)

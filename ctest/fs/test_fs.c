@@ -35,6 +35,14 @@
 #include "ngnfs.h"
 
 #include "fs_test_util.h"
+#ifdef NGNFS_FS_TEST_REAL
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "cache.h"
+#else
+#include "fake_txn.h"
+#endif
 
 /* ---- namespace basics ---- */
 
@@ -202,7 +210,7 @@ static void test_orphan_unlink_open(void)
 
 	before = test_allocated_blocks(fs);
 	file = make(fs, &root, "open-file", S_IFREG | 0644);
-	EXPECT_RET(ngnfs_write(fs, &file, 0, "hello", 5, false), 5);
+	EXPECT_RET(ngnfs_write(fs, &file, 0, "hello", 5, NGNFS_WRITE_MOUNT), 5);
 	EXPECT_RET(ngnfs_open(fs, &file), 0);
 	EXPECT_RET(ngnfs_unlink(fs, &root, "open-file"), 0);
 	EXPECT_RET(lookup(fs, &root, "open-file", NULL), -ENOENT);
@@ -318,7 +326,7 @@ static void write_after_getattr_once(unsigned int devices, enum ngnfs_durability
 	EXPECT_RET(ngnfs_create(fs, &root, "f", S_IFREG | 0644, 0, 0, 0, &file, NULL), 0);
 	EXPECT_RET(ngnfs_getattr(fs, &file, &attr), 0);
 	CHECK(attr.size == 0, "new file: expected size 0, got %llu", (unsigned long long)attr.size);
-	EXPECT_RET(ngnfs_write(fs, &file, 0, data, sizeof(data), false), (long)sizeof(data));
+	EXPECT_RET(ngnfs_write(fs, &file, 0, data, sizeof(data), NGNFS_WRITE_MOUNT), (long)sizeof(data));
 	memset(back, 0xee, sizeof(back));
 	EXPECT_RET(ngnfs_read(fs, &file, 0, back, sizeof(back), &eof), (long)sizeof(data));
 	for (i = 0; i < sizeof(data); i++)
@@ -330,7 +338,7 @@ static void write_after_getattr_once(unsigned int devices, enum ngnfs_durability
 	CHECK(attr.size == sizeof(data), "after the write: expected size %zu, got %llu",
 	      sizeof(data), (unsigned long long)attr.size);
 	/* And once more after the inode's attributes were read between two writes. */
-	EXPECT_RET(ngnfs_write(fs, &file, 50, data, sizeof(data), false), (long)sizeof(data));
+	EXPECT_RET(ngnfs_write(fs, &file, 50, data, sizeof(data), NGNFS_WRITE_MOUNT), (long)sizeof(data));
 	EXPECT_RET(ngnfs_getattr(fs, &file, &attr), 0);
 	CHECK(attr.size == 150, "after the second write: expected size 150, got %llu",
 	      (unsigned long long)attr.size);
@@ -555,6 +563,192 @@ static void test_fsck_clean(void)
 	stop_fs(fs);
 }
 
+/*
+ * sync_inode_one_file: ngnfs_sync_inode makes one file's changes durable
+ * without writing another file's.  Fake store: the sync asks the cache for
+ * the inode's block only (no whole sync), and a lost write-back of the
+ * inode is reported once, to that inode's sync.  Real blockd: a writeback
+ * client (60 s interval, so nothing leaves on its own) writes two files in
+ * two directories, syncs one: exactly one set is written and the other
+ * file's blocks stay dirty; then the client is killed with SIGKILL, and a
+ * new mount finds the synced file with its data and the other not at all.
+ */
+#define SYNC_FILE_BYTES 10000
+
+static void sync_file_data(uint8_t *data, unsigned int salt)
+{
+	for (unsigned int i = 0; i < SYNC_FILE_BYTES; i++)
+		data[i] = (uint8_t)(i * 13 + salt);
+}
+
+#ifdef NGNFS_FS_TEST_REAL
+static void sync_inode_child(int out)
+{
+	struct ngnfs_mount_options options = {
+		.device_addresses = test_addresses(),
+		.device_count = (uint16_t)test_device_count(),
+		.durability = NGNFS_MOUNT_WRITEBACK,
+		.writeback_interval_ms = 60000,
+	};
+	struct ngnfs_cache_counters before, after;
+	struct ngnfs_handle root, d1, d2, a, b;
+	static uint8_t data[SYNC_FILE_BYTES];
+	struct ngnfs_fs *fs = NULL;
+	char report[128];
+
+	test_mark_child();
+	EXPECT_RET(ngnfs_mount(&options, &fs), 0);
+	root = root_of(fs);
+	d1 = make(fs, &root, "d1", S_IFDIR | 0755);
+	d2 = make(fs, &root, "d2", S_IFDIR | 0755);
+	/* both mkdirs wrote the root: one set; make the directories durable first */
+	EXPECT_RET(ngnfs_sync(fs), 0);
+	a = make(fs, &d1, "a", S_IFREG | 0644);
+	b = make(fs, &d2, "b", S_IFREG | 0644);
+	sync_file_data(data, 1);
+	EXPECT_RET(ngnfs_write(fs, &a, 0, data, sizeof(data), NGNFS_WRITE_MOUNT), (long)sizeof(data));
+	sync_file_data(data, 2);
+	EXPECT_RET(ngnfs_write(fs, &b, 0, data, sizeof(data), NGNFS_WRITE_MOUNT), (long)sizeof(data));
+	ngnfs_cache_counters(ngnfs_test_fs_cache(fs), &before);
+	EXPECT_RET(ngnfs_sync_inode(fs, &a), 0);
+	ngnfs_cache_counters(ngnfs_test_fs_cache(fs), &after);
+	CHECK(after.sets_written == before.sets_written + 1,
+	      "syncing one file wrote %llu sets, expected exactly 1 (its own)",
+	      (unsigned long long)(after.sets_written - before.sets_written));
+	/* a's inode, its 3 data blocks, d1's inode and entry block at least */
+	CHECK(after.blocks_written - before.blocks_written >= 5,
+	      "syncing one file wrote %llu blocks, expected at least 5",
+	      (unsigned long long)(after.blocks_written - before.blocks_written));
+	CHECK(after.dirty_blocks >= 5,
+	      "the other file's blocks should still be dirty, %llu dirty blocks left",
+	      (unsigned long long)after.dirty_blocks);
+	snprintf(report, sizeof(report), "synced %llu blocks, %llu still dirty\n",
+		 (unsigned long long)(after.blocks_written - before.blocks_written),
+		 (unsigned long long)after.dirty_blocks);
+	CHECK(write(out, report, strlen(report)) == (ssize_t)strlen(report), "report");
+	/* wait to be killed: nothing else may reach the servers */
+	for (;;)
+		pause();
+}
+#endif
+
+static void test_sync_inode_one_file(void)
+{
+	static uint8_t want[SYNC_FILE_BYTES], got[SYNC_FILE_BYTES + 1];
+	struct ngnfs_handle root, d1, a;
+	struct ngnfs_fs *fs;
+	bool eof = false;
+
+#ifdef NGNFS_FS_TEST_REAL
+	struct ngnfs_handle d2, b;
+	char report[128];
+	int status, fds[2];
+	ssize_t length;
+	pid_t pid;
+
+	fs = start_fs(3, "sync-inode", NGNFS_MOUNT_STABLE);
+	ngnfs_unmount(fs);
+	CHECK(pipe(fds) == 0, "pipe: %s", strerror(errno));
+	pid = fork();
+	CHECK(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		close(fds[0]);
+		sync_inode_child(fds[1]);
+	}
+	close(fds[1]);
+	length = read(fds[0], report, sizeof(report) - 1);
+	close(fds[0]);
+	if (length <= 0) {
+		waitpid(pid, &status, 0);
+		FAIL("the writeback client failed before its sync_inode returned (status 0x%x)",
+		     status);
+	}
+	report[length] = '\0';
+	TEST_LOG("writeback client: %s", report);
+	CHECK(kill(pid, SIGKILL) == 0, "kill: %s", strerror(errno));
+	CHECK(waitpid(pid, &status, 0) == pid && WIFSIGNALED(status),
+	      "the client did not die of SIGKILL (status 0x%x)", status);
+
+	fs = mount_fs(NGNFS_MOUNT_STABLE);
+	root = root_of(fs);
+	EXPECT_RET(ngnfs_lookup(fs, &root, "d1", &d1, NULL), 0);
+	EXPECT_RET(ngnfs_lookup(fs, &d1, "a", &a, NULL), 0);
+	EXPECT_RET(ngnfs_lookup(fs, &root, "d2", &d2, NULL), 0);
+	/* b was never synced and its client died: its create is gone, not half there */
+	EXPECT_RET(ngnfs_lookup(fs, &d2, "b", &b, NULL), -ENOENT);
+#else
+	struct fake_txn_stats before, after;
+	struct ngnfs_handle b;
+
+	fs = start_fs(1, "sync-inode", NGNFS_MOUNT_WRITEBACK);
+	root = root_of(fs);
+	d1 = make(fs, &root, "d1", S_IFDIR | 0755);
+	a = make(fs, &d1, "a", S_IFREG | 0644);
+	b = make(fs, &d1, "b", S_IFREG | 0644);
+	sync_file_data(want, 1);
+	EXPECT_RET(ngnfs_write(fs, &a, 0, want, sizeof(want), NGNFS_WRITE_MOUNT), (long)sizeof(want));
+	fake_txn_stats(&before);
+	EXPECT_RET(ngnfs_sync_inode(fs, &a), 0);
+	fake_txn_stats(&after);
+	CHECK(after.block_syncs == before.block_syncs + 1 && after.last_synced_blkno == a.ino,
+	      "sync_inode of inode %llu: expected one sync of block %llu, got %llu syncs (last "
+	      "of block %llu)",
+	      (unsigned long long)a.ino, (unsigned long long)a.ino,
+	      (unsigned long long)(after.block_syncs - before.block_syncs),
+	      (unsigned long long)after.last_synced_blkno);
+	CHECK(after.whole_syncs == before.whole_syncs,
+	      "sync_inode fell back to a whole-filesystem sync");
+	/* a lost write-back of a's set is a's sync's error, once, and not b's */
+	fake_txn_lose_block(a.ino, -EIO);
+	EXPECT_RET(ngnfs_sync_inode(fs, &b), 0);
+	EXPECT_RET(ngnfs_sync_inode(fs, &a), -EIO);
+	EXPECT_RET(ngnfs_sync_inode(fs, &a), 0);
+#endif
+	sync_file_data(want, 1);
+	EXPECT_RET(ngnfs_read(fs, &a, 0, got, sizeof(got), &eof), (long)sizeof(want));
+	CHECK(memcmp(got, want, sizeof(want)) == 0, "the synced file's data differs");
+	stop_fs(fs);
+}
+
+/*
+ * create_with_times: the times given to the create are the new file's
+ * (one transaction: the NFSv4 exclusive-create verifier), NULL means now,
+ * and a bad time is refused without creating anything.
+ */
+static void test_create_with_times(void)
+{
+	struct ngnfs_fs *fs = start_fs(1, "create-times", NGNFS_MOUNT_STABLE);
+	struct ngnfs_handle root = root_of(fs), file;
+	struct timespec atime = { 0x12345678, 0 }, mtime = { 0x1abcdef0, 999999999 };
+	struct timespec bad = { 1, 1000000000 };
+	struct ngnfs_attr attr;
+
+	EXPECT_RET(ngnfs_create_with_times(fs, &root, "v", S_IFREG | 0600, 0, 0, 0, &atime, &mtime,
+					   &file, &attr),
+		   0);
+	CHECK(attr.atime.tv_sec == atime.tv_sec && attr.atime.tv_nsec == atime.tv_nsec &&
+		  attr.mtime.tv_sec == mtime.tv_sec && attr.mtime.tv_nsec == mtime.tv_nsec,
+	      "create returned atime %lld.%09ld mtime %lld.%09ld", (long long)attr.atime.tv_sec,
+	      attr.atime.tv_nsec, (long long)attr.mtime.tv_sec, attr.mtime.tv_nsec);
+	EXPECT_RET(ngnfs_getattr(fs, &file, &attr), 0);
+	CHECK(attr.atime.tv_sec == atime.tv_sec && attr.mtime.tv_sec == mtime.tv_sec &&
+		  attr.mtime.tv_nsec == mtime.tv_nsec,
+	      "getattr after create: atime %lld mtime %lld.%09ld", (long long)attr.atime.tv_sec,
+	      (long long)attr.mtime.tv_sec, attr.mtime.tv_nsec);
+	CHECK(attr.ctime.tv_sec > mtime.tv_sec, "ctime is the create's time, not the given one");
+	EXPECT_RET(ngnfs_create_with_times(fs, &root, "w", S_IFREG | 0600, 0, 0, 0, NULL, &mtime,
+					   &file, &attr),
+		   0);
+	CHECK(attr.atime.tv_sec == attr.ctime.tv_sec && attr.mtime.tv_sec == mtime.tv_sec,
+	      "atime NULL must be the create time (atime %lld ctime %lld)",
+	      (long long)attr.atime.tv_sec, (long long)attr.ctime.tv_sec);
+	EXPECT_RET(ngnfs_create_with_times(fs, &root, "x", S_IFREG | 0600, 0, 0, 0, &bad, NULL,
+					   &file, &attr),
+		   -EINVAL);
+	EXPECT_RET(ngnfs_lookup(fs, &root, "x", &file, NULL), -ENOENT);
+	stop_fs(fs);
+}
+
 static const struct test_case tests[] = {
 	{ "btree_random_vs_reference", test_btree_random_vs_reference },
 	{ "btree_sequential_splits", test_btree_sequential_splits },
@@ -573,6 +767,8 @@ static const struct test_case tests[] = {
 	{ "fsck_clean", test_fsck_clean },
 	{ "fsck_finds_problems", test_fsck_finds_problems },
 	{ "model_random", test_model_random },
+	{ "sync_inode_one_file", test_sync_inode_one_file },
+	{ "create_with_times", test_create_with_times },
 #ifdef NGNFS_FS_TEST_REAL
 	{ "two_clients_see_each_other", test_two_clients_see_each_other },
 	{ "concurrent_renames_two_clients", test_concurrent_renames_two_clients },

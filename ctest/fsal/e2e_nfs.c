@@ -22,7 +22,10 @@
  *              creates in one directory from both keep every entry
  *   restart    a gateway restarted under a client keeps its handles; a
  *              gateway killed with SIGKILL in stable mode loses nothing it
- *              acknowledged
+ *              acknowledged: neither what was closed, nor UNSTABLE writes
+ *              after their COMMIT, nor DATA_SYNC/FILE_SYNC writes; a
+ *              stable export answers UNSTABLE writes UNSTABLE and the
+ *              restarted gateway another write verifier
  *   outage     a blockd that goes away makes operations fail with NFS
  *              errors (no hang, no crash) and they work again once it is
  *              back
@@ -1281,6 +1284,84 @@ static void test_kill9_stable_loses_nothing(void **state)
 	nfs_destroy_context(nfs);
 }
 
+/*
+ * Stable export, NFS's own contract: UNSTABLE writes are answered UNSTABLE
+ * and made durable by COMMIT, FILE_SYNC/DATA_SYNC ones are durable when
+ * answered, and a gateway restart changes the write verifier (so a client
+ * resends what it wrote UNSTABLE and never saw committed).
+ */
+static void test_unstable_commit_kill9(void **state)
+{
+	enum { SIZE = 300000, RAW = 4096 };
+	struct nfs_context *nfs = nfs_connect(gateway);
+	struct nfs42_client *client = xattr_connect(gateway, 0);
+	struct nfs42_write_result unstable, sync;
+	uint8_t before[NFS42_VERIFIER_SIZE];
+	uint8_t committed[NFS42_VERIFIER_SIZE];
+	uint8_t *data = malloc(SIZE);
+	struct nfsfh *fh = NULL;
+	struct nfs42_fh raw_fh;
+
+	(void)state;
+	check(data != NULL, "out of memory");
+	check_nfs(nfs, nfs_mkdir(nfs, "/commit"));
+	/* libnfs: UNSTABLE writes, then COMMIT (nfs_fsync), and no close */
+	check_nfs(nfs, nfs_create(nfs, "/commit/unstable", O_RDWR, 0644, &fh));
+	fill_pattern(data, SIZE, 4242);
+	write_all(nfs, fh, 0, data, SIZE);
+	check_nfs(nfs, nfs_fsync(nfs, fh));
+	/* libnfs's O_SYNC: DATA_SYNC writes, durable when answered, no COMMIT */
+	check_nfs(nfs, nfs_create(nfs, "/commit/sync", O_RDWR | O_SYNC, 0644, &fh));
+	fill_pattern(data, SIZE, 4343);
+	write_all(nfs, fh, 0, data, SIZE);
+
+	/* what the gateway answers, seen raw */
+	create_with(nfs, "/commit/raw", NULL, 0);
+	check_x(client, nfs42_lookup(client, PSEUDO "/commit/raw", &raw_fh));
+	fill_pattern(data, RAW, 4444);
+	check_x(client, nfs42_write(client, &raw_fh, 0, data, RAW, NFS42_UNSTABLE, &unstable));
+	check(unstable.count == RAW && unstable.committed == NFS42_UNSTABLE,
+	      "an UNSTABLE write in a stable export: expected %d bytes UNSTABLE, got %u bytes "
+	      "stable_how %u",
+	      RAW, unstable.count, unstable.committed);
+	check_x(client, nfs42_write(client, &raw_fh, RAW, data, RAW, NFS42_FILE_SYNC, &sync));
+	check(sync.count == RAW && sync.committed == NFS42_FILE_SYNC,
+	      "a FILE_SYNC write: expected %d bytes FILE_SYNC, got %u bytes stable_how %u", RAW,
+	      sync.count, sync.committed);
+	check(memcmp(unstable.verifier, sync.verifier, NFS42_VERIFIER_SIZE) == 0,
+	      "two WRITEs of one gateway process answered different verifiers");
+	check_x(client, nfs42_commit(client, &raw_fh, committed));
+	check(memcmp(unstable.verifier, committed, NFS42_VERIFIER_SIZE) == 0,
+	      "COMMIT answered another verifier than the WRITEs");
+	memcpy(before, committed, sizeof(before));
+
+	/* the gateway dies with the libnfs file still open */
+	check(kill(ganesha_instance_pid(gateway), SIGKILL) == 0, "kill -9 the gateway: %s",
+	      strerror(errno));
+	nfs42_disconnect(client);
+	nfs_destroy_context(nfs);
+	stop_gateway(gateway, false);
+
+	gateway = start_gateway("restart-4", "stable", NULL, NULL);
+	check(gateway != NULL, "expected the gateway to start after kill -9");
+	nfs = nfs_connect(gateway);
+	fill_pattern(data, SIZE, 4242);
+	check_file(nfs, "/commit/unstable", data, SIZE);
+	fill_pattern(data, SIZE, 4343);
+	check_file(nfs, "/commit/sync", data, SIZE);
+	client = xattr_connect(gateway, 0);
+	check_x(client, nfs42_write(client, &raw_fh, 0, data, RAW, NFS42_UNSTABLE, &unstable));
+	check(memcmp(unstable.verifier, before, NFS42_VERIFIER_SIZE) != 0,
+	      "the restarted gateway answers the write verifier of the killed one: a client "
+	      "would not resend its uncommitted writes");
+	check_x(client, nfs42_commit(client, &raw_fh, committed));
+	check(memcmp(unstable.verifier, committed, NFS42_VERIFIER_SIZE) == 0,
+	      "COMMIT answered another verifier than the WRITE after the restart");
+	check_x(client, nfs42_disconnect(client));
+	nfs_destroy_context(nfs);
+	free(data);
+}
+
 /* ---- outage group ----------------------------------------------------- */
 
 static void test_blockd_outage(void **state)
@@ -1719,6 +1800,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest restart_tests[] = {
 		cmocka_unit_test(test_restart_keeps_handles),
 		cmocka_unit_test(test_kill9_stable_loses_nothing),
+		cmocka_unit_test(test_unstable_commit_kill9),
 	};
 	const struct CMUnitTest outage_tests[] = {
 		cmocka_unit_test(test_blockd_outage),

@@ -23,6 +23,7 @@
 
 #include "nfs42_xattr.h"
 
+#include <inttypes.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -53,6 +54,7 @@
 #define NFS4_OPAQUE_LIMIT   1024
 
 enum nfs4_opcode {
+	OP_COMMIT = 5,
 	OP_GETATTR = 9,
 	OP_GETFH = 10,
 	OP_LOOKUP = 15,
@@ -61,6 +63,7 @@ enum nfs4_opcode {
 	OP_EXCHANGE_ID = 42,
 	OP_CREATE_SESSION = 43,
 	OP_DESTROY_SESSION = 44,
+	OP_WRITE = 38,
 	OP_SEQUENCE = 53,
 	OP_DESTROY_CLIENTID = 57,
 	OP_RECLAIM_COMPLETE = 58,
@@ -1126,4 +1129,60 @@ int nfs42_listxattrs(struct nfs42_client *client, const struct nfs42_fh *fh, uin
 fail:
 	nfs42_xattr_names_free(names);
 	return ret;
+}
+
+/* ---- WRITE and COMMIT, for the durability tests ---- */
+
+int nfs42_write(struct nfs42_client *client, const struct nfs42_fh *fh, uint64_t offset,
+		const void *data, size_t length, enum nfs42_stable_how stable,
+		struct nfs42_write_result *result)
+{
+	static const uint8_t anonymous_stateid[16];
+	struct xdr_out out = { 0 };
+	struct xdr_in in;
+	uint32_t results;
+	int ret;
+
+	set_context(client, "WRITE (stable_how %d) of %zu bytes at %" PRIu64 " on %s", (int)stable,
+		    length, offset, fh->path);
+	begin_sequenced(client, &out, 1, fh);
+	put_u32(&out, OP_WRITE);
+	put_fixed_opaque(&out, anonymous_stateid, sizeof(anonymous_stateid));
+	put_u64(&out, offset);
+	put_u32(&out, (uint32_t)stable);
+	put_opaque(&out, data, length);
+	ret = call_sequenced(client, &out, fh, &in, &results);
+	free(out.data);
+	if (ret == 0)
+		ret = next_result(client, &in, &results, OP_WRITE, "WRITE");
+	if (ret < 0)
+		return ret;
+	if (get_u32(&in, &result->count) < 0 || get_u32(&in, &result->committed) < 0 ||
+	    get_fixed_opaque(&in, result->verifier, NFS4_VERIFIER_SIZE) < 0)
+		return fail_local(client, -EBADMSG, "WRITE result truncated");
+	return 0;
+}
+
+int nfs42_commit(struct nfs42_client *client, const struct nfs42_fh *fh,
+		 uint8_t verifier[NFS42_VERIFIER_SIZE])
+{
+	struct xdr_out out = { 0 };
+	struct xdr_in in;
+	uint32_t results;
+	int ret;
+
+	set_context(client, "COMMIT of %s", fh->path);
+	begin_sequenced(client, &out, 1, fh);
+	put_u32(&out, OP_COMMIT);
+	put_u64(&out, 0);
+	put_u32(&out, 0);
+	ret = call_sequenced(client, &out, fh, &in, &results);
+	free(out.data);
+	if (ret == 0)
+		ret = next_result(client, &in, &results, OP_COMMIT, "COMMIT");
+	if (ret < 0)
+		return ret;
+	if (get_fixed_opaque(&in, verifier, NFS4_VERIFIER_SIZE) < 0)
+		return fail_local(client, -EBADMSG, "COMMIT verifier truncated");
+	return 0;
 }

@@ -13,8 +13,9 @@
  * session (EXCHANGE_ID, CREATE_SESSION, RECLAIM_COMPLETE, one slot,
  * SEQUENCE first in every COMPOUND), PUTROOTFH + LOOKUP to find a file,
  * GETATTR for the xattr_support attribute, then GETXATTR, SETXATTR,
- * LISTXATTRS and REMOVEXATTR, and DESTROY_SESSION + DESTROY_CLIENTID at
- * the end.  XDR is encoded by hand; every reply is decoded with bounds
+ * LISTXATTRS and REMOVEXATTR (and WRITE and COMMIT, to see the stable_how
+ * and write verifier a server answers), and DESTROY_SESSION +
+ * DESTROY_CLIENTID at the end.  XDR is encoded by hand; every reply is decoded with bounds
  * checks, so a short or malformed reply is an error, never a read past
  * the buffer.
  *
@@ -164,5 +165,29 @@ struct nfs42_xattr_names {
 int nfs42_listxattrs(struct nfs42_client *client, const struct nfs42_fh *fh, uint64_t cookie,
 		     uint32_t max_count, struct nfs42_xattr_names *names);
 void nfs42_xattr_names_free(struct nfs42_xattr_names *names);
+
+/*
+ * WRITE (with the anonymous stateid) and COMMIT of the whole file, for
+ * the durability tests: what the server answered, and its write verifier.
+ */
+#define NFS42_VERIFIER_SIZE 8
+
+enum nfs42_stable_how {
+	NFS42_UNSTABLE = 0,
+	NFS42_DATA_SYNC = 1,
+	NFS42_FILE_SYNC = 2,
+};
+
+struct nfs42_write_result {
+	uint32_t count;
+	uint32_t committed; /* enum nfs42_stable_how */
+	uint8_t verifier[NFS42_VERIFIER_SIZE];
+};
+
+int nfs42_write(struct nfs42_client *client, const struct nfs42_fh *fh, uint64_t offset,
+		const void *data, size_t length, enum nfs42_stable_how stable,
+		struct nfs42_write_result *result);
+int nfs42_commit(struct nfs42_client *client, const struct nfs42_fh *fh,
+		 uint8_t verifier[NFS42_VERIFIER_SIZE]);
 
 #endif
