@@ -63,6 +63,18 @@
 #       (version moved underneath) is returned by sync and recorded once for
 #       ngnfs_cache_take_error in writeback mode, returned by ngnfs_txn_run in
 #       stable mode, and the refused data is dropped.
+#   cow_write_during_writeback       (fake only; the fake server holds writes)
+#       a block of a set being written is changed without a retry or a wait;
+#       the held write carries the old bytes, the newer set is sent only after
+#       it completed, based on its version, with the new bytes; in stable mode
+#       the second writer waits for its own set, written after the first.
+#   cow_revoke_writes_both_in_order  (fake only) another client's read during
+#       that state waits; the frozen write, then the newer set (with the
+#       release) are written, and only then does the reader get a = 2.
+#   cow_first_write_fails            (fake only) the frozen write fails: the
+#       newer set is dropped with it, never sent; sync and take_error report
+#       -EIO, the cache reads the server's old contents, and in stable mode
+#       both writers get -EIO.
 #
 # ThreadSanitizer: every cache test carries the label tsan, so the TSan pass
 # of tools/ngnfs-local test (ctest -L tsan in build-tsan, see
@@ -100,7 +112,8 @@ set(NGNFS_CACHE_TESTS
     abba_transfers_conserve_total
     upgrade_contention_keeps_dirty_sets)
 
-foreach(test ${NGNFS_CACHE_TESTS} session_reset_regrants_dirty write_failure_reported)
+foreach(test ${NGNFS_CACHE_TESTS} session_reset_regrants_dirty write_failure_reported
+	     cow_write_during_writeback cow_revoke_writes_both_in_order cow_first_write_fails)
 	add_test(NAME cache.${test} COMMAND test_cache_fake ${test})
 	set_tests_properties(cache.${test} PROPERTIES TIMEOUT 60 LABELS tsan
 			     ENVIRONMENT "${NGNFS_TSAN_ENVIRONMENT}")

@@ -42,6 +42,18 @@ int ngnfs_btree_iterate(struct ngnfs_txn *txn, struct ngnfs_btree *tree, uint64_
 /* -EEXIST if the key is present. */
 int ngnfs_btree_insert(struct ngnfs_txn *txn, struct ngnfs_btree *tree, uint64_t key,
 		       const void *value, size_t value_length);
+/*
+ * Insert under a key of [first, last] that pick chooses (into *key) after
+ * scan has seen, in key order, every item already in that range; a
+ * negative return of either fails the insert (scan: -EEXIST for a name
+ * that is there), a positive one from scan ends the scan.  The leaf that
+ * covers the range is searched and changed in one descent; a range that
+ * straddles two leaves costs a second one.  The key chosen is in *key.
+ */
+typedef int (*ngnfs_btree_pick_fn)(void *arg, uint64_t *key);
+int ngnfs_btree_insert_range(struct ngnfs_txn *txn, struct ngnfs_btree *tree, uint64_t first,
+			     uint64_t last, ngnfs_btree_iterate_fn scan, ngnfs_btree_pick_fn pick,
+			     void *arg, const void *value, size_t value_length, uint64_t *key);
 /* Replace the value of an existing key; -ENOENT if absent. */
 int ngnfs_btree_update(struct ngnfs_txn *txn, struct ngnfs_btree *tree, uint64_t key,
 		       const void *value, size_t value_length);

@@ -91,10 +91,15 @@ struct cache_block {
 	uint8_t revoke_access;	     /* target of a pending revocation */
 	bool revoke_pending;
 	bool dirty;
-	bool writeback; /* its set is being written */
+	bool writeback; /* a write in flight carries it (wb_set) */
 	bool regrant;	/* session reset: dirty copy waits for its grant again */
 	bool freed;	/* freed by a committed transaction, leaves with its set */
 	bool reserved;	/* from ALLOC and never written: a free just returns it */
+	/*
+	 * Its dirty change was lost while a transaction had it locked: the
+	 * data goes at the last unlock, and nobody may take it meanwhile.
+	 */
+	bool drop_pending;
 	/*
 	 * A RELEASE down to crossed_access left while a GET was in flight:
 	 * the server may grant that GET before it sees the RELEASE, which
@@ -106,6 +111,14 @@ struct cache_block {
 	bool writer;
 	int get_error;		      /* why the last GET failed, for the waiter */
 	uint64_t regrant_deadline_ms; /* give the dirty copy up after this */
+	/*
+	 * The set whose write in flight carries the block.  Usually set too;
+	 * a change committed during the write moves the block to a newer set
+	 * (copy on write, see dirty.c) and, unless it was a free, leaves the
+	 * bytes being sent in wb_data (counted in data_blocks).
+	 */
+	struct dirty_set *wb_set;
+	uint8_t *wb_data;
 };
 
 enum cache_action_type {
@@ -134,8 +147,9 @@ struct stable_waiter {
 /*
  * Blocks modified together, written together.  A set is idle while
  * transactions add to it and being written (writing) from the moment its
- * write request is built until the completion; writers wait for the
- * completion, readers do not.
+ * write request is built until the completion.  A change committed to a
+ * block of a set being written goes to a newer, idle set instead (copy on
+ * write, dirty.c), which is not written before that completion.
  */
 struct dirty_set {
 	struct ngnfs_cache *cache;
@@ -259,6 +273,8 @@ int dirty_set_add_free(struct dirty_set *set, uint64_t blkno);
 struct dirty_set *dirty_set_merge(struct ngnfs_cache *cache, struct dirty_set *into,
 				  struct dirty_set *from);
 bool dirty_set_write_locked(const struct dirty_set *set);
+/* A block of the set is still carried by an earlier set's write in flight. */
+bool dirty_set_after_write(const struct dirty_set *set);
 /* A block of the set waits for its grant after a session reset. */
 bool dirty_set_regranting(const struct dirty_set *set);
 void dirty_set_add_waiter(struct dirty_set *set, struct stable_waiter *waiter);

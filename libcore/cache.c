@@ -55,11 +55,15 @@
  *
  * Failures: a write refused with -EBUSY (a block still pinned to our
  * previous multi-device set while its participants apply it) is sent
- * again shortly; any other failure drops the whole set (its blocks are
- * refetched) and records the error for ngnfs_cache_take_error, and
- * stable-mode waiters get it.  After a session reset, dirty blocks are
- * re-granted at their base version for up to CACHE_REGRANT_MS; a moved
- * version means someone else wrote the block and the set is dropped.
+ * again shortly, merged with the newer sets that changed its blocks
+ * meanwhile (copy on write, dirty.c); any other failure drops the whole
+ * set and those newer sets (their blocks are refetched; a block a
+ * transaction has locked keeps its buffer until the unlock and the
+ * transaction runs again) and records the error for
+ * ngnfs_cache_take_error, and stable-mode waiters of all of them get it.
+ * After a session reset, dirty blocks are re-granted at their base
+ * version for up to CACHE_REGRANT_MS; a moved version means someone else
+ * wrote the block and the set is dropped.
  *
  * XXX:
  *  - A write in flight when its session breaks fails with -ENOTCONN and
@@ -74,9 +78,10 @@
  *    succeeded.
  *  - Private copies of transactions are not counted against cache_bytes.
  *  - The hash table has a fixed size chosen from cache_bytes.
- *  - In stable mode a block that is written over and over by one client
- *    commits once per write round trip: writers of a block whose set is
- *    being written wait for that write.
+ *  - Writers of a block whose set is being written do not wait (copy on
+ *    write, dirty.c), except when that write releases the grant or the
+ *    cache is full; the newer set still leaves only after that write, so
+ *    a block written over and over commits once per write round trip.
  */
 
 #include <errno.h>
@@ -355,8 +360,8 @@ void cache_start_get(struct ngnfs_cache *cache, struct cache_block *block, uint8
 static bool block_evictable(const struct cache_block *block)
 {
 	return block->data && !block->dirty && !block->readers && !block->writer &&
-	       block->get_access == NGNFS_ACCESS_NONE && !block->revoke_pending &&
-	       !block->writeback && !block->regrant && !block->freed;
+	       !block->drop_pending && block->get_access == NGNFS_ACCESS_NONE &&
+	       !block->revoke_pending && !block->writeback && !block->regrant && !block->freed;
 }
 
 void cache_make_room(struct ngnfs_cache *cache, size_t extra, struct cache_action **actions)
@@ -382,19 +387,100 @@ void cache_make_room(struct ngnfs_cache *cache, size_t extra, struct cache_actio
 	}
 }
 
+/* The write carrying the block is over; its frozen copy, if any, goes. */
+static void end_writeback(struct ngnfs_cache *cache, struct cache_block *block)
+{
+	block->writeback = false;
+	block->wb_set = NULL;
+	if (block->wb_data) {
+		ngnfs_block_buf_free(block->wb_data);
+		block->wb_data = NULL;
+		cache->data_blocks--;
+	}
+}
+
+static void lose_set(struct ngnfs_cache *cache, struct dirty_set *set, int error,
+		     struct cache_action **actions);
+
+/*
+ * A lost change's data goes, but not under a transaction's lock: readers
+ * use the buffer, and a writer's copy derives from it (txn.c reruns a
+ * transaction that holds a block with drop_pending).
+ */
+static void lose_data(struct ngnfs_cache *cache, struct cache_block *block)
+{
+	if (block->readers || block->writer)
+		block->drop_pending = true;
+	else
+		cache_block_drop_data(cache, block);
+}
+
+/*
+ * The failed write of set carried blocks that newer sets changed since
+ * (copy on write).  Those changes were made on top of the failed ones, so
+ * they are dropped too; the blocks stay marked as in flight meanwhile, so
+ * that losing the newer sets neither frees nor releases them under us.
+ */
+static void lose_newer_sets(struct ngnfs_cache *cache, struct dirty_set *set, int error,
+			    struct cache_action **actions)
+{
+	uint32_t i;
+
+	for (i = 0; i < set->written_count; i++) {
+		struct cache_block *block = set->written[i];
+
+		if (block->set != set && block->set) {
+			ngnfs_cache_log("a newer dirty set of %u blocks (block %llu changed during "
+					"the failed write) is lost with it\n",
+					block->set->block_count, (unsigned long long)block->blkno);
+			lose_set(cache, block->set, error, actions);
+		}
+	}
+	for (i = 0; i < set->written_count; i++) {
+		struct cache_block *block = set->written[i];
+
+		if (block->set == set)
+			continue;
+		end_writeback(cache, block);
+		if (block->data) {
+			/* A free moved to a lost set: data is what failed to be written. */
+			if (cache->invalidate)
+				cache->invalidate(cache->invalidate_arg, block->blkno, block->data);
+			lose_data(cache, block);
+		}
+		block->version = 0;
+		if (block->revoke_pending)
+			revoke_progress(cache, block, actions);
+		cache_wake_block(cache, block->blkno);
+	}
+}
+
 /* Drop every dirty change of the set: its write failed or its base is gone. */
 static void lose_set(struct ngnfs_cache *cache, struct dirty_set *set, int error,
 		     struct cache_action **actions)
 {
+	if (set->writing)
+		lose_newer_sets(cache, set, error, actions);
 	while (!cache_list_empty(&set->blocks)) {
 		struct cache_block *block =
 		    cache_list_entry(set->blocks.next, struct cache_block, set_entry);
 
 		dirty_set_remove_block(cache, block);
-		block->writeback = false;
+		if (block->wb_set == set)
+			end_writeback(cache, block);
 		if (block->regrant)
 			cache->regrants--;
 		block->regrant = false;
+		if (block->freed && block->writeback) {
+			/*
+			 * Freed on top of another set's write in flight, which
+			 * still sends block->data: the block stays, clean, with
+			 * what that write sends.
+			 */
+			block->freed = false;
+			cache_wake_block(cache, block->blkno);
+			continue;
+		}
 		if (block->freed) {
 			if (block->revoke_pending)
 				cache_send_release(cache, block->blkno, block->revoke_access);
@@ -406,7 +492,7 @@ static void lose_set(struct ngnfs_cache *cache, struct dirty_set *set, int error
 			cache->lost(cache->lost_arg, block->blkno, block->data, error);
 		if (cache->invalidate && block->data)
 			cache->invalidate(cache->invalidate_arg, block->blkno, block->data);
-		cache_block_drop_data(cache, block);
+		lose_data(cache, block);
 		block->version = 0;
 		if (block->revoke_pending)
 			revoke_progress(cache, block, actions);
@@ -438,11 +524,15 @@ static void revoke_progress(struct ngnfs_cache *cache, struct cache_block *block
 		return;
 	}
 	if (block->dirty) {
+		/* A newer set waits for the write in flight, whose completion comes back here. */
 		if (!block->set->writing)
 			dirty_set_try_write(cache, block->set, true, NGNFS_ACCESS_READ, false,
 					    actions);
 		return;
 	}
+	/* Its newer change was lost, but the write in flight still needs the grant. */
+	if (block->writeback)
+		return;
 	if (block->writer || (target == NGNFS_ACCESS_NONE && block->readers))
 		return;
 	block->access = target;
@@ -469,6 +559,10 @@ void cache_block_unlocked(struct ngnfs_cache *cache, struct cache_block *block,
 			  struct cache_action **actions)
 {
 	cache_wake_block(cache, block->blkno);
+	if (block->drop_pending && !block->readers && !block->writer) {
+		block->drop_pending = false;
+		cache_block_drop_data(cache, block);
+	}
 	if (block->revoke_pending)
 		revoke_progress(cache, block, actions);
 	if (block->set && block->set->flush_wanted && !block->set->writing &&
@@ -486,6 +580,7 @@ static void cache_write_done(void *arg, int status, const uint64_t *versions)
 	struct dirty_set *set = arg;
 	struct ngnfs_cache *cache = set->cache;
 	struct cache_action *actions = NULL;
+	bool newer = false;
 	uint32_t i;
 
 	pthread_mutex_lock(&cache->lock);
@@ -500,24 +595,41 @@ static void cache_write_done(void *arg, int status, const uint64_t *versions)
 		 * whose participants apply it after the commit point: nothing
 		 * was written, so write the set again shortly.
 		 */
+		struct cache_block **written = set->written;
+		uint32_t count = set->written_count;
 		struct cache_list *node;
+		bool release = set->release;
 
+		for (i = 0; i < count; i++)
+			end_writeback(cache, written[i]);
 		for (node = set->blocks.next; node != &set->blocks; node = node->next) {
 			struct cache_block *block =
 			    cache_list_entry(node, struct cache_block, set_entry);
 
-			block->writeback = false;
+			end_writeback(cache, block);
 			cache_wake_block(cache, block->blkno);
 		}
 		free(set->requests);
-		free(set->written);
 		free(set->written_frees);
 		set->requests = NULL;
 		set->written = NULL;
 		set->written_frees = NULL;
 		set->writing = false;
+		/*
+		 * Changes committed since (copy on write) went to newer sets
+		 * and include this set's bytes of their blocks, at the same
+		 * base versions: the sets now leave together, as one.
+		 */
+		for (i = 0; i < count; i++) {
+			struct cache_block *block = written[i];
+
+			if (block->set && block->set != set)
+				set = dirty_set_merge(cache, set, block->set);
+			cache_wake_block(cache, block->blkno);
+		}
+		free(written);
 		set->flush_wanted = true;
-		set->flush_release |= set->release;
+		set->flush_release |= release;
 		set->not_before_ms = cache_now_ms() + CACHE_BUSY_RETRY_MS;
 		pthread_cond_broadcast(&cache->idle_cond);
 		cache_kick_flusher(cache);
@@ -542,9 +654,18 @@ static void cache_write_done(void *arg, int status, const uint64_t *versions)
 	for (i = 0; i < set->written_count; i++) {
 		struct cache_block *block = set->written[i];
 
-		block->writeback = false;
 		block->version = versions[i];
 		block->reserved = false;
+		end_writeback(cache, block);
+		if (block->set != set) {
+			/*
+			 * Changed since (copy on write; never with a release):
+			 * the newer set is based on this version and may go now.
+			 */
+			cache_block_unlocked(cache, block, &actions);
+			newer = true;
+			continue;
+		}
 		dirty_set_remove_block(cache, block);
 		if (set->release && block->access > set->release_access)
 			block->access = set->release_access;
@@ -561,10 +682,13 @@ static void cache_write_done(void *arg, int status, const uint64_t *versions)
 		struct cache_block *block =
 		    cache_list_entry(set->blocks.next, struct cache_block, set_entry);
 
+		end_writeback(cache, block);
 		cache_send_release(cache, block->blkno, NGNFS_ACCESS_NONE);
 		cache_wake_block(cache, block->blkno);
 		cache_remove_block(cache, block);
 	}
+	if (newer)
+		cache_kick_flusher(cache);
 	cache->counters.sets_written++;
 	cache->counters.blocks_written += set->written_count;
 	dirty_set_finish_waiters(set, 0);
@@ -901,6 +1025,12 @@ static size_t flusher_gather(struct ngnfs_cache *cache, uint64_t now, uint64_t *
 			set->flush_wanted = true;
 			continue;
 		}
+		/*
+		 * Newer than a write in flight: its completion kicks the
+		 * flusher.  Not flush_wanted, which would hold writers back.
+		 */
+		if (dirty_set_after_write(set))
+			continue;
 		eligible[count++] = set;
 	}
 	for (i = 0; i < count; i++) {

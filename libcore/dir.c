@@ -154,36 +154,59 @@ static size_t dirent_encode(uint8_t *buffer, const char *name, size_t name_lengt
 	return sizeof(*dirent) + name_length;
 }
 
+/* Scan of the name's collision range during an add: the name must not be there. */
+static int add_scan_item(void *arg, uint64_t key, const void *value, size_t length)
+{
+	struct range_scan *scan = arg;
+	int ret;
+
+	ret = range_scan_item(scan, key, value, length);
+	if (ret < 0 || !scan->found)
+		return ret;
+	return -EEXIST;
+}
+
+/* The lowest collision index no other name of the range uses. */
+static int add_pick_key(void *arg, uint64_t *key)
+{
+	struct range_scan *scan = arg;
+	uint64_t base = scan->last_key & ~NGNFS_DIRENT_COLLISION_MASK;
+	unsigned int index;
+
+	for (index = 0; index <= NGNFS_DIRENT_COLLISION_MASK; index++)
+		if (!(scan->used[index / 64] & (1ULL << (index % 64))))
+			break;
+	if (index > NGNFS_DIRENT_COLLISION_MASK)
+		return ngnfs_fail(-ENOSPC,
+				  "add entry: directory inode %llu has no free collision slot for "
+				  "hash %llx",
+				  (unsigned long long)le64toh(scan->dir->ino),
+				  (unsigned long long)base);
+	*key = base | index;
+	return 0;
+}
+
 int ngnfs_dir_add(struct ngnfs_txn *txn, struct ngnfs_inode *dir, const char *name,
 		  size_t name_length, uint64_t ino, uint64_t generation, uint32_t mode)
 {
 	uint8_t value[DIRENT_MAX_BYTES];
 	struct range_scan scan;
 	struct ngnfs_btree tree;
-	unsigned int index;
+	uint64_t base = name_base_key(name, name_length);
+	uint64_t key;
 	size_t length;
 	int ret;
 
-	ret = scan_name(txn, dir, "add entry", name, name_length, &scan);
-	if (ret < 0)
-		return ret;
-	if (scan.found)
-		return -EEXIST;
-	for (index = 0; index <= NGNFS_DIRENT_COLLISION_MASK; index++)
-		if (!(scan.used[index / 64] & (1ULL << (index % 64))))
-			break;
-	if (index > NGNFS_DIRENT_COLLISION_MASK)
-		return ngnfs_fail(
-		    -ENOSPC,
-		    "add entry: directory inode %llu has no free collision slot for "
-		    "hash %llx",
-		    (unsigned long long)le64toh(dir->ino),
-		    (unsigned long long)(scan.last_key & ~NGNFS_DIRENT_COLLISION_MASK));
-
+	scan.dir = dir;
+	scan.name = name;
+	scan.name_length = name_length;
+	scan.last_key = base | NGNFS_DIRENT_COLLISION_MASK;
+	scan.found = false;
+	memset(scan.used, 0, sizeof(scan.used));
 	length = dirent_encode(value, name, name_length, ino, generation, mode);
 	dir_tree(dir, "add entry", &tree);
-	ret = ngnfs_btree_insert(txn, &tree, (scan.last_key & ~NGNFS_DIRENT_COLLISION_MASK) | index,
-				 value, length);
+	ret = ngnfs_btree_insert_range(txn, &tree, base, scan.last_key, add_scan_item, add_pick_key,
+				       &scan, value, length, &key);
 	if (ret < 0)
 		return ret;
 	dir->data_root = htole64(tree.root);

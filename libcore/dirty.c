@@ -10,12 +10,27 @@
  * many: that is what makes group commit cheap.  Sets are therefore never
  * split, only merged and written.
  *
- * A set being written is frozen: its blocks refuse write locks until the
- * completion, so the data handed to the network client stays stable
- * without a copy.  A set can only be frozen when no block of it is
- * write-locked (a transaction's private copy would be installed into it
- * later); a write that finds a locked block marks the set flush_wanted
- * and the transaction's unlock starts it.
+ * A set being written is frozen: nothing is added to it and the bytes
+ * handed to the network client stay as they are until the completion.  A
+ * set can only be frozen when no block of it is write-locked (a
+ * transaction's private copy would be installed into it later); a write
+ * that finds a locked block marks the set flush_wanted and the
+ * transaction's unlock starts it.
+ *
+ * Copy on write: a transaction may still modify a block of a set being
+ * written (txn.c).  The block leaves the frozen set's list for the
+ * transaction's (idle) set, the frozen write keeps the bytes it sends
+ * (block->wb_data; the private copy becomes block->data) and
+ * block->wb_set names the write.  A set holding a block some write still
+ * carries is not written until that write completes (after_write), so the
+ * newer set is based on the version the frozen write produced, and a
+ * block is in at most one idle set.  If the frozen write fails, every set
+ * holding newer changes of its blocks is dropped with it (they were made
+ * on top of it); on -EBUSY nothing was applied and the frozen set is
+ * merged into those sets and written again with them (cache.c).  Not
+ * copied, the writer waits as before: blocks of a write that releases the
+ * grant (a revocation's: the newer change would have no grant to be
+ * written under) and, while the cache is full, blocks not yet copied.
  *
  * Every function here runs with cache->lock held.
  *
@@ -149,6 +164,20 @@ bool dirty_set_write_locked(const struct dirty_set *set)
 	return false;
 }
 
+bool dirty_set_after_write(const struct dirty_set *set)
+{
+	const struct cache_list *node;
+
+	for (node = set->blocks.next; node != &set->blocks; node = node->next) {
+		const struct cache_block *block =
+		    cache_list_entry(node, struct cache_block, set_entry);
+
+		if (block->wb_set)
+			return true;
+	}
+	return false;
+}
+
 bool dirty_set_regranting(const struct dirty_set *set)
 {
 	const struct cache_list *node;
@@ -208,6 +237,12 @@ bool dirty_set_try_write(struct ngnfs_cache *cache, struct dirty_set *set, bool 
 		set->flush_release |= release;
 		return false;
 	}
+	if (dirty_set_after_write(set)) {
+		/* That write's completion unlocks its blocks (cache.c) and starts this one. */
+		set->flush_wanted = true;
+		set->flush_release |= release;
+		return false;
+	}
 	release |= set->flush_release;
 	set->requests = calloc(set->block_count ? set->block_count : 1, sizeof(*set->requests));
 	set->written = calloc(set->block_count ? set->block_count : 1, sizeof(*set->written));
@@ -233,6 +268,7 @@ bool dirty_set_try_write(struct ngnfs_cache *cache, struct dirty_set *set, bool 
 		struct cache_block *block = cache_list_entry(node, struct cache_block, set_entry);
 
 		block->writeback = true;
+		block->wb_set = set;
 		if (block->freed)
 			continue;
 		set->requests[i].blkno = block->blkno;

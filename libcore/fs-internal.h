@@ -217,7 +217,10 @@ struct ngnfs_dirent_info {
 };
 int ngnfs_dir_lookup(struct ngnfs_txn *txn, const struct ngnfs_inode *dir, const char *name,
 		     size_t name_length, struct ngnfs_dirent_info *info);
-/* dir must be writable; updates entry_count and the btree root in it. */
+/*
+ * dir must be writable; updates entry_count and the btree root in it.
+ * -EEXIST if the name is there (checked in the same descent as the insert).
+ */
 int ngnfs_dir_add(struct ngnfs_txn *txn, struct ngnfs_inode *dir, const char *name,
 		  size_t name_length, uint64_t ino, uint64_t generation, uint32_t mode);
 int ngnfs_dir_remove(struct ngnfs_txn *txn, struct ngnfs_inode *dir, uint64_t key);

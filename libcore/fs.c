@@ -7,8 +7,9 @@
  * ngnfs_sync_inode (fsync, NFS COMMIT) writes only the dirty set that
  * holds the inode's block.  That is enough because every change to an
  * object writes its inode block, so all of the object's changes since
- * its last write-back are in that one set (a set being written is frozen,
- * and a new change waits for its completion); and because a transaction
+ * its last write-back are in that one set (a change made while the set is
+ * being written goes to a newer set, written only after it, and lost with
+ * it if that write fails: cache.c, dirty.c); and because a transaction
  * merges the sets of everything it wrote or read, the set also holds what
  * the changes depend on (the create's directory entry, the directory's
  * own creation) unless that is already durable.  A failed write is

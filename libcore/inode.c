@@ -274,8 +274,8 @@ int ngnfs_inode_alloc(struct ngnfs_txn *txn, uint16_t device, uint32_t mode, uin
 	ret = ngnfs_alloc_block(txn, device, "allocate inode", &blkno, &version, &data);
 	if (ret < 0)
 		return ret;
+	/* ngnfs_txn_alloc zeroed it */
 	inode = data;
-	memset(inode, 0, NGNFS_BLOCK_SIZE);
 	ngnfs_block_header_init(inode, NGNFS_MAGIC_INODE, blkno, blkno);
 	inode->ino = htole64(blkno);
 	inode->generation = htole64(version + 1);

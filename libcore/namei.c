@@ -196,11 +196,31 @@ static int store_symlink(struct ngnfs_txn *txn, struct ngnfs_inode *inode, const
 	return 0;
 }
 
+/* Is the name in dir?  0: no; -EEXIST: yes; else the lookup's error. */
+static int name_exists(struct ngnfs_txn *txn, const struct ngnfs_inode *dir,
+		       const struct create_args *args)
+{
+	struct ngnfs_dirent_info info;
+	int ret;
+
+	ret = ngnfs_dir_lookup(txn, dir, args->name, args->name_length, &info);
+	if (ret == 0)
+		return -EEXIST;
+	return ret == -ENOENT ? 0 : ret;
+}
+
+/*
+ * The name is checked by ngnfs_dir_add, in the descent that inserts it
+ * (a separate lookup first decoded the same nodes once more per create).
+ * So the inode is allocated before we know that the name is free; on
+ * -EEXIST the transaction fails and the allocation goes back to the pool.
+ * Errors that must not hide an existing name (EMLINK, an allocation
+ * failure) look the name up first.
+ */
 static int create_txn(struct ngnfs_txn *txn, void *arg)
 {
 	struct create_args *args = arg;
 	struct ngnfs_inode *dir, *inode;
-	struct ngnfs_dirent_info info;
 	uint32_t type = ngnfs_mode_type(args->mode);
 	uint16_t device;
 	int ret;
@@ -208,19 +228,16 @@ static int create_txn(struct ngnfs_txn *txn, void *arg)
 	ret = writable_dir(txn, args->dir, "create", &dir);
 	if (ret < 0)
 		return ret;
-	ret = ngnfs_dir_lookup(txn, dir, args->name, args->name_length, &info);
-	if (ret == 0)
-		return -EEXIST;
-	if (ret != -ENOENT)
-		return ret;
-	if (type == S_IFDIR && le32toh(dir->nlink) >= NGNFS_LINK_MAX)
-		return -EMLINK;
+	if (type == S_IFDIR && le32toh(dir->nlink) >= NGNFS_LINK_MAX) {
+		ret = name_exists(txn, dir, args);
+		return ret < 0 ? ret : -EMLINK;
+	}
 
 	device = ngnfs_inode_device_for(txn, args->dir->ino, type, args->name, args->name_length);
 	ret = ngnfs_inode_alloc(txn, device, args->mode, args->uid, args->gid, args->rdev,
 				type == S_IFDIR ? args->dir->ino : 0, &inode);
 	if (ret < 0)
-		return ret;
+		goto failed;
 	if (args->atime)
 		ngnfs_timespec_to_le(args->atime, &inode->atime_sec, &inode->atime_nsec);
 	if (args->mtime)
@@ -234,7 +251,7 @@ static int create_txn(struct ngnfs_txn *txn, void *arg)
 	if (type == S_IFLNK) {
 		ret = store_symlink(txn, inode, args->target, args->target_length);
 		if (ret < 0)
-			return ret;
+			goto failed;
 	}
 	ret = ngnfs_dir_add(txn, dir, args->name, args->name_length, le64toh(inode->ino),
 			    le64toh(inode->generation), args->mode);
@@ -245,6 +262,16 @@ static int create_txn(struct ngnfs_txn *txn, void *arg)
 	args->handle.generation = le64toh(inode->generation);
 	ngnfs_inode_to_attr(inode, &args->attr);
 	return 0;
+
+failed:
+	/* an existing name is what the caller hears about, not an allocation failure */
+	if (ret != -EAGAIN) {
+		int exists = name_exists(txn, dir, args);
+
+		if (exists < 0)
+			return exists;
+	}
+	return ret;
 }
 
 static int run_create(struct ngnfs_fs *fs, struct create_args *args,

@@ -6,7 +6,8 @@
  * A transaction never waits while it holds a block: every acquisition is
  * a try-lock on the cached block under the cache lock, and anything that
  * would need waiting (another transaction's lock, a missing or too weak
- * grant, a revocation or a write in progress, an empty allocation pool)
+ * grant, a revocation, a write in progress that the change cannot be
+ * copied past (see dirty.c), an empty allocation pool)
  * makes the call return -EAGAIN after recording what the transaction was
  * stopped by.  ngnfs_txn_run() then unlocks everything, discards the
  * private copies, sends the GET (or ALLOC) that is missing if nobody has
@@ -120,16 +121,32 @@ static int txn_retry_block(struct ngnfs_txn *txn, uint64_t blkno, uint8_t access
 	return -EAGAIN;
 }
 
+/*
+ * A block a write in flight carries can be changed into a newer set
+ * (copy on write, dirty.c) unless that write releases the grant the newer
+ * change would be written under, or the cache is full and the block has
+ * no frozen copy yet (the change would make one).
+ */
+static bool block_copy_on_write(const struct cache_block *block)
+{
+	const struct dirty_set *writing = block->wb_set;
+
+	if (!writing || writing->release)
+		return false;
+	return block->wb_data || writing->cache->data_blocks < writing->cache->max_data_blocks;
+}
+
 /* Granted well enough and not held back by a revocation, a write or a regrant. */
 static bool block_available(const struct cache_block *block, uint8_t access)
 {
-	if (!block->data || block->access < access || block->regrant || block->freed)
+	if (!block->data || block->access < access || block->regrant || block->freed ||
+	    block->drop_pending)
 		return false;
 	if (block->revoke_pending &&
 	    (block->revoke_access == NGNFS_ACCESS_NONE || access == NGNFS_ACCESS_WRITE))
 		return false;
-	if (access == NGNFS_ACCESS_WRITE &&
-	    (block->writeback || (block->set && block->set->flush_wanted)))
+	if (access == NGNFS_ACCESS_WRITE && ((block->writeback && !block_copy_on_write(block)) ||
+					     (block->set && block->set->flush_wanted)))
 		return false;
 	return true;
 }
@@ -411,6 +428,11 @@ static bool txn_grants_held(struct ngnfs_txn *txn)
 		struct txn_entry *entry = &txn->entries[i];
 		struct cache_block *block = entry->block;
 
+		if (block->drop_pending) {
+			/* Its data was a dirty change that is lost (cache.c, lose_set). */
+			txn_retry_block(txn, entry->blkno, entry->mode);
+			return false;
+		}
 		if (entry->mode != NGNFS_ACCESS_WRITE || (entry->allocated && entry->freed))
 			continue;
 		if (block->access == NGNFS_ACCESS_WRITE && !block->regrant)
@@ -438,7 +460,8 @@ static int txn_install(struct ngnfs_txn *txn, struct dirty_set **set_out)
 		if (entry->mode != NGNFS_ACCESS_WRITE || (entry->allocated && entry->freed))
 			continue;
 		writes = true;
-		if (entry->block->set)
+		/* A set being written takes nothing more: the change goes to a newer set. */
+		if (entry->block->set && !entry->block->set->writing)
 			set = set ? dirty_set_merge(cache, set, entry->block->set)
 				  : entry->block->set;
 	}
@@ -472,7 +495,7 @@ static int txn_install(struct ngnfs_txn *txn, struct dirty_set **set_out)
 
 		if (entry->mode != NGNFS_ACCESS_WRITE || (entry->allocated && entry->freed))
 			continue;
-		if (entry->freed && block->reserved) {
+		if (entry->freed && block->reserved && !block->writeback) {
 			/*
 			 * Allocated by an earlier transaction whose set is not
 			 * written yet: the server only reserved it, so there is
@@ -491,6 +514,15 @@ static int txn_install(struct ngnfs_txn *txn, struct dirty_set **set_out)
 				cache_record_error(cache, -ENOMEM);
 			}
 			block->freed = true;
+		} else if (block->writeback && !block->wb_data) {
+			/*
+			 * Copy on write: the write in flight keeps the bytes it
+			 * sends, the private copy becomes the block's data.
+			 */
+			block->wb_data = block->data;
+			block->data = entry->copy;
+			entry->copy = NULL;
+			cache->data_blocks++;
 		} else {
 			memcpy(block->data, entry->copy, NGNFS_BLOCK_SIZE);
 		}

@@ -108,7 +108,18 @@ static struct {
 	uint32_t free_capacity;
 	uint64_t writes;
 	unsigned int write_latency_us;
+	bool hold_writes;
+	struct held_write *held;
+	struct held_write **held_tail;
 } server = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+struct held_write {
+	struct held_write *next;
+	struct ngnfs_client *client;
+	struct ngnfs_write_set set; /* blocks and frees copied, block data not */
+	ngnfs_write_done_fn done;
+	void *arg;
+};
 
 static uint64_t now_us(void)
 {
@@ -304,6 +315,7 @@ void fake_server_reset(unsigned int write_latency_us)
 	server.free_capacity = 0;
 	server.writes = 0;
 	server.write_latency_us = write_latency_us;
+	server.hold_writes = false;
 	pthread_mutex_unlock(&server.lock);
 }
 
@@ -506,8 +518,9 @@ int ngnfs_client_release(struct ngnfs_client *client, uint64_t blkno, uint8_t ac
 	return 0;
 }
 
-int ngnfs_client_write_set(struct ngnfs_client *client, const struct ngnfs_write_set *set,
-			   ngnfs_write_done_fn done, void *arg)
+/* Server lock held. */
+static void apply_write(struct ngnfs_client *client, const struct ngnfs_write_set *set,
+			ngnfs_write_done_fn done, void *arg, int fail_status)
 {
 	struct fake_event *event = new_event(FAKE_EVENT_WRITE_DONE);
 	int me = client->index;
@@ -515,10 +528,10 @@ int ngnfs_client_write_set(struct ngnfs_client *client, const struct ngnfs_write
 
 	event->write_done = done;
 	event->arg = arg;
+	event->status = fail_status;
 	event->versions = calloc(set->block_count + 1, sizeof(uint64_t));
 	if (!event->versions)
 		abort();
-	pthread_mutex_lock(&server.lock);
 	for (i = 0; i < set->block_count && !event->status; i++) {
 		struct fake_block *block = find_block(set->blocks[i].blkno, true);
 
@@ -564,8 +577,77 @@ int ngnfs_client_write_set(struct ngnfs_client *client, const struct ngnfs_write
 		event->versions = NULL;
 	}
 	post(client, event);
+}
+
+int ngnfs_client_write_set(struct ngnfs_client *client, const struct ngnfs_write_set *set,
+			   ngnfs_write_done_fn done, void *arg)
+{
+	struct ngnfs_block_request *blocks;
+	struct held_write *held;
+	uint64_t *frees;
+
+	pthread_mutex_lock(&server.lock);
+	if (!server.hold_writes) {
+		apply_write(client, set, done, arg, 0);
+		pthread_mutex_unlock(&server.lock);
+		return 0;
+	}
+	held = calloc(1, sizeof(*held));
+	if (!held)
+		abort();
+	held->client = client;
+	held->set = *set;
+	blocks = calloc(set->block_count + 1, sizeof(*blocks));
+	frees = calloc(set->free_count + 1, sizeof(*frees));
+	if (!blocks || !frees)
+		abort();
+	memcpy(blocks, set->blocks, set->block_count * sizeof(*blocks));
+	if (set->free_count)
+		memcpy(frees, set->frees, set->free_count * sizeof(*frees));
+	held->set.blocks = blocks;
+	held->set.frees = frees;
+	held->done = done;
+	held->arg = arg;
+	if (!server.held)
+		server.held_tail = &server.held;
+	*server.held_tail = held;
+	server.held_tail = &held->next;
 	pthread_mutex_unlock(&server.lock);
 	return 0;
+}
+
+void fake_server_hold_writes(bool hold)
+{
+	pthread_mutex_lock(&server.lock);
+	server.hold_writes = hold;
+	pthread_mutex_unlock(&server.lock);
+}
+
+unsigned int fake_server_held_writes(void)
+{
+	struct held_write *held;
+	unsigned int count = 0;
+
+	pthread_mutex_lock(&server.lock);
+	for (held = server.held; held; held = held->next)
+		count++;
+	pthread_mutex_unlock(&server.lock);
+	return count;
+}
+
+void fake_server_release_writes(int fail_status)
+{
+	pthread_mutex_lock(&server.lock);
+	while (server.held) {
+		struct held_write *held = server.held;
+
+		server.held = held->next;
+		apply_write(held->client, &held->set, held->done, held->arg, fail_status);
+		free((void *)held->set.blocks);
+		free((void *)held->set.frees);
+		free(held);
+	}
+	pthread_mutex_unlock(&server.lock);
 }
 
 struct sync_wait {

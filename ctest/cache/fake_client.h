@@ -25,5 +25,14 @@ uint64_t fake_server_writes(void);
 void fake_client_reset_session(struct ngnfs_client *client, uint16_t device);
 /* Overwrite a block on the server (as another client's committed write would). */
 void fake_server_poke(uint64_t blkno, const uint8_t *data);
+/*
+ * While held, a write_set is queued, not applied: its block data is read
+ * only when fake_server_release_writes() applies the queued writes in
+ * order (or fails them all with fail_status, nothing applied).  So a test
+ * sees which bytes a write in flight carries at its end.
+ */
+void fake_server_hold_writes(bool hold);
+unsigned int fake_server_held_writes(void);
+void fake_server_release_writes(int fail_status);
 
 #endif

@@ -1509,6 +1509,285 @@ static int test_write_failure_reported(void)
 }
 #endif
 
+#ifndef NGNFS_CACHE_TEST_REAL
+/* ---- copy on write of blocks whose set is being written (fake server only) ---- */
+
+/* A background call: sync, sync of one block, or one put, with its result. */
+struct bg_call {
+	struct ngnfs_cache *cache;
+	uint64_t blkno;
+	uint64_t value;
+	enum { BG_SYNC, BG_PUT, BG_GET } what;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	bool done;
+	int ret;
+};
+
+static void *bg_main(void *arg)
+{
+	struct bg_call *call = arg;
+	int ret;
+
+	if (call->what == BG_SYNC) {
+		ret = ngnfs_cache_sync(call->cache);
+	} else if (call->what == BG_GET) {
+		struct get_arg get = { .blkno = call->blkno };
+
+		ret = ngnfs_txn_run(call->cache, get_fn, &get);
+		call->value = get.value;
+	} else {
+		struct put_arg put = { .blknos = { call->blkno },
+				       .values = { call->value },
+				       .count = 1 };
+
+		ret = ngnfs_txn_run(call->cache, put_fn, &put);
+	}
+	pthread_mutex_lock(&call->lock);
+	call->ret = ret;
+	call->done = true;
+	pthread_mutex_unlock(&call->lock);
+	return NULL;
+}
+
+static void bg_start(struct bg_call *call, struct ngnfs_cache *cache, int what, uint64_t blkno,
+		     uint64_t value)
+{
+	memset(call, 0, sizeof(*call));
+	call->cache = cache;
+	call->what = what;
+	call->blkno = blkno;
+	call->value = value;
+	pthread_mutex_init(&call->lock, NULL);
+	CHECK(pthread_create(&call->thread, NULL, bg_main, call) == 0,
+	      "expected a background thread to start");
+}
+
+static bool bg_done(struct bg_call *call)
+{
+	bool done;
+
+	pthread_mutex_lock(&call->lock);
+	done = call->done;
+	pthread_mutex_unlock(&call->lock);
+	return done;
+}
+
+static int bg_join(struct bg_call *call)
+{
+	pthread_join(call->thread, NULL);
+	pthread_mutex_destroy(&call->lock);
+	return call->ret;
+}
+
+/* Wait (bounded) until the fake server holds this many writes. */
+static void wait_held(unsigned int count, const char *what)
+{
+	uint64_t deadline = now_ms() + 5000;
+
+	while (fake_server_held_writes() != count && now_ms() < deadline)
+		usleep(1000);
+	CHECK(fake_server_held_writes() == count,
+	      "expected %u held write(s) %s, the server holds %u", count, what,
+	      fake_server_held_writes());
+}
+
+/*
+ * A change to a block whose set is being written does not wait for the
+ * write; the write in flight carries the old bytes, the newer set the new
+ * ones, and the newer set is only sent once the first completed (based on
+ * the version it produced: the fake server refuses a stale base).
+ */
+static int test_cow_write_during_writeback(void)
+{
+	struct ngnfs_cache *cache = new_cache(NGNFS_DURABILITY_WRITEBACK, 60000, 0);
+	struct ngnfs_cache *stable = new_cache(NGNFS_DURABILITY_STABLE, 0, 0);
+	uint64_t a = TEST_BLOCK(0, 1), b = TEST_BLOCK(0, 2), c = TEST_BLOCK(0, 3);
+	struct ngnfs_cache_counters before, after;
+	uint8_t data[NGNFS_BLOCK_SIZE];
+	struct bg_call sync, first, second;
+	uint64_t version, start;
+	int ret;
+
+	put2(cache, a, 1, b, 1);
+	fake_server_hold_writes(true);
+	bg_start(&sync, cache, BG_SYNC, 0, 0);
+	wait_held(1, "for the sync of {a=1, b=1}");
+
+	before = counters_of(cache);
+	start = now_ms();
+	put(cache, a, 2);
+	after = counters_of(cache);
+	CHECK(after.retries == before.retries,
+	      "expected writing a during its write-back not to wait, it was retried %llu times",
+	      (unsigned long long)(after.retries - before.retries));
+	CHECK(now_ms() - start < 1000,
+	      "expected writing a during its write-back to return at once");
+	CHECK(get(cache, a) == 2, "expected the cache to read the newest a = 2");
+	usleep(200 * 1000);
+	CHECK(fake_server_held_writes() == 1 && !bg_done(&sync),
+	      "expected the newer set to wait for the write in flight (held %u, sync done %d)",
+	      fake_server_held_writes(), bg_done(&sync));
+
+	/* The held write reads its block data only now: the frozen bytes. */
+	fake_server_release_writes(0);
+	ret = bg_join(&sync);
+	CHECK(ret == 0, "expected the sync of the first set to succeed, got %d", ret);
+	CHECK(server_value(a) == 1 && server_value(b) == 1,
+	      "expected the first write to carry a = 1, b = 1, the server has a = %llu, b = %llu",
+	      (unsigned long long)server_value(a), (unsigned long long)server_value(b));
+	version = server_read(a, data);
+
+	bg_start(&sync, cache, BG_SYNC, 0, 0);
+	wait_held(1, "for the sync of the newer set {a=2}");
+	CHECK(server_value(a) == 1,
+	      "expected a = 1 on the server until the newer write is applied");
+	fake_server_release_writes(0);
+	ret = bg_join(&sync);
+	CHECK(ret == 0, "expected the newer set's write (based on version %llu) to succeed, got %d",
+	      (unsigned long long)version, ret);
+	CHECK(server_value(a) == 2 && server_read(a, data) == version + 1,
+	      "expected a = 2 at version %llu after the newer write, the server has %llu at %llu",
+	      (unsigned long long)(version + 1), (unsigned long long)server_value(a),
+	      (unsigned long long)server_read(a, data));
+	CHECK(ngnfs_cache_take_error(cache) == 0, "expected no write error recorded");
+
+	/* Stable: the second writer waits for its own (newer) set, not the first. */
+	fake_server_hold_writes(false);
+	put(stable, c, 1);
+	fake_server_hold_writes(true);
+	bg_start(&first, stable, BG_PUT, c, 2);
+	wait_held(1, "for the stable write of c = 2");
+	before = counters_of(stable);
+	bg_start(&second, stable, BG_PUT, c, 3);
+	usleep(200 * 1000);
+	after = counters_of(stable);
+	CHECK(!bg_done(&first) && !bg_done(&second) && after.retries == before.retries,
+	      "expected both stable writers waiting for durability, the second without a retry");
+	fake_server_release_writes(0);
+	ret = bg_join(&first);
+	CHECK(ret == 0, "expected the first stable write to succeed, got %d", ret);
+	CHECK(server_value(c) == 2, "expected the first stable write to carry c = 2, got %llu",
+	      (unsigned long long)server_value(c));
+	wait_held(1, "for the second stable write");
+	CHECK(!bg_done(&second), "expected the second stable writer to wait for its own set");
+	fake_server_release_writes(0);
+	ret = bg_join(&second);
+	CHECK(ret == 0 && server_value(c) == 3,
+	      "expected the second stable write to return 0 with c = 3, got %d and %llu", ret,
+	      (unsigned long long)server_value(c));
+	fake_server_hold_writes(false);
+	ngnfs_cache_destroy(stable);
+	ngnfs_cache_destroy(cache);
+	return 0;
+}
+
+/*
+ * A revocation while a block's frozen write is in flight and a newer
+ * change waits: both are written, in order, and only then is the grant
+ * given up.
+ */
+static int test_cow_revoke_writes_both_in_order(void)
+{
+	struct ngnfs_cache *cache = new_cache(NGNFS_DURABILITY_WRITEBACK, 60000, 0);
+	struct ngnfs_cache *other = new_cache(NGNFS_DURABILITY_WRITEBACK, 60000, 0);
+	uint64_t a = TEST_BLOCK(0, 1);
+	struct bg_call sync, read;
+	int ret;
+
+	put(cache, a, 1);
+	fake_server_hold_writes(true);
+	bg_start(&sync, cache, BG_SYNC, 0, 0);
+	wait_held(1, "for the sync of a = 1");
+	put(cache, a, 2);
+
+	/* The other client's read revokes our write grant on a. */
+	bg_start(&read, other, BG_GET, a, 0);
+	usleep(200 * 1000);
+	CHECK(!bg_done(&read) && fake_server_held_writes() == 1,
+	      "expected the other client's read to wait while the first write is held");
+	fake_server_release_writes(0);
+	ret = bg_join(&sync);
+	CHECK(ret == 0, "expected the first write to succeed, got %d", ret);
+	wait_held(1, "for the newer set, written because of the revocation");
+	CHECK(server_value(a) == 1,
+	      "expected the first write's a = 1 before the newer one, got %llu",
+	      (unsigned long long)server_value(a));
+	usleep(100 * 1000);
+	CHECK(!bg_done(&read), "expected the grant to be kept until the newer set is written");
+	fake_server_release_writes(0);
+	ret = bg_join(&read);
+	CHECK(ret == 0 && read.value == 2,
+	      "expected the other client to read a = 2 after both writes, got %d and %llu", ret,
+	      (unsigned long long)read.value);
+	CHECK(server_value(a) == 2, "expected a = 2 on the server, got %llu",
+	      (unsigned long long)server_value(a));
+	fake_server_hold_writes(false);
+	CHECK(ngnfs_cache_take_error(cache) == 0, "expected no write error recorded");
+	CHECK(get(cache, a) == 2, "expected the first client to still read a = 2");
+	ngnfs_cache_destroy(other);
+	ngnfs_cache_destroy(cache);
+	return 0;
+}
+
+/*
+ * The frozen write fails: the newer set was made on top of it and is
+ * dropped with it (never written), its stable waiter gets the error, and
+ * the cache reads the server's contents again.
+ */
+static int test_cow_first_write_fails(void)
+{
+	struct ngnfs_cache *cache = new_cache(NGNFS_DURABILITY_WRITEBACK, 60000, 0);
+	struct ngnfs_cache *stable = new_cache(NGNFS_DURABILITY_STABLE, 0, 0);
+	uint64_t a = TEST_BLOCK(0, 1), b = TEST_BLOCK(0, 2), c = TEST_BLOCK(0, 3);
+	struct bg_call sync, first, second;
+	int ret;
+
+	put2(cache, a, 1, b, 1);
+	CHECK(ngnfs_cache_sync(cache) == 0, "expected the first sync to succeed");
+	put2(cache, a, 2, b, 2);
+	fake_server_hold_writes(true);
+	bg_start(&sync, cache, BG_SYNC, 0, 0);
+	wait_held(1, "for the sync of {a=2, b=2}");
+	put(cache, a, 3);
+	fake_server_release_writes(-EIO);
+	ret = bg_join(&sync);
+	CHECK(ret == -EIO, "expected sync to report the failed write (-EIO), got %d", ret);
+	usleep(100 * 1000);
+	CHECK(fake_server_held_writes() == 0, "expected the newer set never to be written");
+	ret = ngnfs_cache_sync(cache);
+	CHECK(ret == 0, "expected nothing left to write, sync said %d", ret);
+	CHECK(ngnfs_cache_take_error(cache) == -EIO, "expected -EIO recorded for take_error");
+	CHECK(server_value(a) == 1 && server_value(b) == 1,
+	      "expected the server to keep a = 1, b = 1, got %llu, %llu",
+	      (unsigned long long)server_value(a), (unsigned long long)server_value(b));
+	CHECK(get(cache, a) == 1 && get(cache, b) == 1,
+	      "expected the cache to drop both sets and read the server's a = 1, b = 1");
+
+	fake_server_hold_writes(false);
+	put(stable, c, 1);
+	fake_server_hold_writes(true);
+	bg_start(&first, stable, BG_PUT, c, 2);
+	wait_held(1, "for the stable write of c = 2");
+	bg_start(&second, stable, BG_PUT, c, 3);
+	usleep(200 * 1000);
+	CHECK(!bg_done(&second), "expected the second stable writer to wait for durability");
+	fake_server_release_writes(-EIO);
+	ret = bg_join(&first);
+	CHECK(ret == -EIO, "expected the first stable writer to get -EIO, got %d", ret);
+	ret = bg_join(&second);
+	CHECK(ret == -EIO, "expected the writer of the dropped newer set to get -EIO, got %d", ret);
+	CHECK(fake_server_held_writes() == 0 && server_value(c) == 1,
+	      "expected nothing more written and c = 1 on the server, got %llu",
+	      (unsigned long long)server_value(c));
+	fake_server_hold_writes(false);
+	CHECK(get(stable, c) == 1, "expected the stable cache to read c = 1 again");
+	ngnfs_cache_destroy(stable);
+	ngnfs_cache_destroy(cache);
+	return 0;
+}
+#endif
+
 struct test {
 	const char *name;
 	int (*fn)(void);
@@ -1534,6 +1813,9 @@ static const struct test tests[] = {
 #ifndef NGNFS_CACHE_TEST_REAL
 	{ "session_reset_regrants_dirty", test_session_reset_regrants_dirty, true },
 	{ "write_failure_reported", test_write_failure_reported, true },
+	{ "cow_write_during_writeback", test_cow_write_during_writeback, true },
+	{ "cow_revoke_writes_both_in_order", test_cow_revoke_writes_both_in_order, true },
+	{ "cow_first_write_fails", test_cow_first_write_fails, true },
 #endif
 };
 

@@ -110,6 +110,7 @@ void test_btree_random_vs_reference(void);
 void test_btree_sequential_splits(void);
 void test_dirent_collisions(void);
 void test_fsck_finds_problems(void);
+void test_dir_corrupt_leaf_create(void);
 void test_two_clients_see_each_other(void);
 void test_concurrent_renames_two_clients(void);
 void test_rename_subtree_race(void);

@@ -766,6 +766,7 @@ static const struct test_case tests[] = {
 	{ "directory_1m", test_directory_1m },
 	{ "fsck_clean", test_fsck_clean },
 	{ "fsck_finds_problems", test_fsck_finds_problems },
+	{ "dir_corrupt_leaf_create", test_dir_corrupt_leaf_create },
 	{ "model_random", test_model_random },
 	{ "sync_inode_one_file", test_sync_inode_one_file },
 	{ "create_with_times", test_create_with_times },

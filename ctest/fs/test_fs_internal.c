@@ -397,3 +397,82 @@ void test_fsck_finds_problems(void)
 	CHECK(lines.saw_corrupt, "fsck did not report the corrupt directory block");
 	stop_fs(fs);
 }
+
+/* ---- a corrupt directory leaf is caught by the create that would change it ---- */
+
+struct corrupt_leaf_args {
+	uint64_t ino;
+	int what; /* 0: keys out of order, 1: value past the block, 2: count over the values */
+	uint64_t leaf;
+};
+
+static int corrupt_leaf_txn(struct ngnfs_txn *txn, void *arg)
+{
+	struct corrupt_leaf_args *args = arg;
+	struct ngnfs_btree_node *node;
+	struct ngnfs_inode *inode;
+	__le64 key;
+	void *data;
+	int ret;
+
+	ret = ngnfs_inode_write(txn, args->ino, "test corrupt", &inode);
+	if (ret < 0)
+		return ret;
+	args->leaf = le64toh(inode->data_root);
+	ret = ngnfs_txn_write(txn, args->leaf, &data);
+	if (ret < 0)
+		return ret;
+	node = data;
+	if (node->level != 0 || le16toh(node->item_count) < 2)
+		return -EINVAL;
+	if (args->what == 0) {
+		key = node->items[0].key;
+		node->items[0].key = node->items[1].key;
+		node->items[1].key = key;
+	} else if (args->what == 1) {
+		node->items[1].value_offset = htole16(NGNFS_BLOCK_SIZE - 8);
+		node->items[1].value_length = htole16(64);
+	} else {
+		node->item_count = htole16((uint16_t)(le16toh(node->values_start) / 16));
+	}
+	return 0;
+}
+
+/*
+ * dir_corrupt_leaf_create: a create into a directory whose leaf is
+ * corrupt (keys out of order, a value past the block, an item count that
+ * runs into the values) fails with -EIO and a message naming the block,
+ * and changes nothing: the corruption is still there for the next reader.
+ */
+void test_dir_corrupt_leaf_create(void)
+{
+	static const char *const why[] = { "keys out of order", "value out of bounds",
+					   "value area overlaps the items" };
+	struct ngnfs_fs *fs = start_fs(1, "corrupt-leaf", NGNFS_MOUNT_STABLE);
+	struct ngnfs_handle root = root_of(fs), dir;
+	struct corrupt_leaf_args args;
+	char name[32], block[32];
+	int what;
+
+	for (what = 0; what < 3; what++) {
+		snprintf(name, sizeof(name), "dir%d", what);
+		dir = make(fs, &root, name, S_IFDIR | 0755);
+		make(fs, &dir, "a", S_IFREG | 0644);
+		make(fs, &dir, "b", S_IFREG | 0644);
+		make(fs, &dir, "c", S_IFREG | 0644);
+		args.ino = dir.ino;
+		args.what = what;
+		EXPECT_RET(ngnfs_txn_run(ngnfs_test_fs_cache(fs), corrupt_leaf_txn, &args), 0);
+		snprintf(block, sizeof(block), "block %llu ", (unsigned long long)args.leaf);
+		EXPECT_RET(ngnfs_create(fs, &dir, "new", S_IFREG | 0644, 0, 0, 0, NULL, NULL),
+			   -EIO);
+		CHECK(strstr(ngnfs_last_error(), block) && strstr(ngnfs_last_error(), why[what]),
+		      "create in a corrupt leaf (%s): error \"%s\" does not name %s", why[what],
+		      ngnfs_last_error(), block);
+		/* nothing was inserted: the leaf is as corrupt as before */
+		EXPECT_RET(ngnfs_create(fs, &dir, "new", S_IFREG | 0644, 0, 0, 0, NULL, NULL),
+			   -EIO);
+		EXPECT_RET(lookup(fs, &dir, "a", NULL), -EIO);
+	}
+	stop_fs(fs);
+}
