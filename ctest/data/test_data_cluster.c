@@ -412,7 +412,8 @@ static void test_two_clients(void **state)
 	assert_memory_equal(got, "one", 3);
 	/* the second overwrites the middle; the first's cached copy must be revoked */
 	memset(data + 3000, 0x5a, 2000);
-	assert_int_equal(ngnfs_write(second, &file, 3000, data + 3000, 2000, NGNFS_WRITE_MOUNT), 2000);
+	assert_int_equal(ngnfs_write(second, &file, 3000, data + 3000, 2000, NGNFS_WRITE_MOUNT),
+			 2000);
 	assert_int_equal(ngnfs_setxattr(second, &file, "user.s", "two", 3, XATTR_REPLACE), 0);
 	assert_int_equal(ngnfs_read(first, &file, 0, got, sizeof(got), &eof), sizeof(got));
 	assert_memory_equal(got, data, sizeof(data));

@@ -326,7 +326,8 @@ static void write_after_getattr_once(unsigned int devices, enum ngnfs_durability
 	EXPECT_RET(ngnfs_create(fs, &root, "f", S_IFREG | 0644, 0, 0, 0, &file, NULL), 0);
 	EXPECT_RET(ngnfs_getattr(fs, &file, &attr), 0);
 	CHECK(attr.size == 0, "new file: expected size 0, got %llu", (unsigned long long)attr.size);
-	EXPECT_RET(ngnfs_write(fs, &file, 0, data, sizeof(data), NGNFS_WRITE_MOUNT), (long)sizeof(data));
+	EXPECT_RET(ngnfs_write(fs, &file, 0, data, sizeof(data), NGNFS_WRITE_MOUNT),
+		   (long)sizeof(data));
 	memset(back, 0xee, sizeof(back));
 	EXPECT_RET(ngnfs_read(fs, &file, 0, back, sizeof(back), &eof), (long)sizeof(data));
 	for (i = 0; i < sizeof(data); i++)
@@ -338,7 +339,8 @@ static void write_after_getattr_once(unsigned int devices, enum ngnfs_durability
 	CHECK(attr.size == sizeof(data), "after the write: expected size %zu, got %llu",
 	      sizeof(data), (unsigned long long)attr.size);
 	/* And once more after the inode's attributes were read between two writes. */
-	EXPECT_RET(ngnfs_write(fs, &file, 50, data, sizeof(data), NGNFS_WRITE_MOUNT), (long)sizeof(data));
+	EXPECT_RET(ngnfs_write(fs, &file, 50, data, sizeof(data), NGNFS_WRITE_MOUNT),
+		   (long)sizeof(data));
 	EXPECT_RET(ngnfs_getattr(fs, &file, &attr), 0);
 	CHECK(attr.size == 150, "after the second write: expected size 150, got %llu",
 	      (unsigned long long)attr.size);
@@ -606,9 +608,11 @@ static void sync_inode_child(int out)
 	a = make(fs, &d1, "a", S_IFREG | 0644);
 	b = make(fs, &d2, "b", S_IFREG | 0644);
 	sync_file_data(data, 1);
-	EXPECT_RET(ngnfs_write(fs, &a, 0, data, sizeof(data), NGNFS_WRITE_MOUNT), (long)sizeof(data));
+	EXPECT_RET(ngnfs_write(fs, &a, 0, data, sizeof(data), NGNFS_WRITE_MOUNT),
+		   (long)sizeof(data));
 	sync_file_data(data, 2);
-	EXPECT_RET(ngnfs_write(fs, &b, 0, data, sizeof(data), NGNFS_WRITE_MOUNT), (long)sizeof(data));
+	EXPECT_RET(ngnfs_write(fs, &b, 0, data, sizeof(data), NGNFS_WRITE_MOUNT),
+		   (long)sizeof(data));
 	ngnfs_cache_counters(ngnfs_test_fs_cache(fs), &before);
 	EXPECT_RET(ngnfs_sync_inode(fs, &a), 0);
 	ngnfs_cache_counters(ngnfs_test_fs_cache(fs), &after);
@@ -686,7 +690,8 @@ static void test_sync_inode_one_file(void)
 	a = make(fs, &d1, "a", S_IFREG | 0644);
 	b = make(fs, &d1, "b", S_IFREG | 0644);
 	sync_file_data(want, 1);
-	EXPECT_RET(ngnfs_write(fs, &a, 0, want, sizeof(want), NGNFS_WRITE_MOUNT), (long)sizeof(want));
+	EXPECT_RET(ngnfs_write(fs, &a, 0, want, sizeof(want), NGNFS_WRITE_MOUNT),
+		   (long)sizeof(want));
 	fake_txn_stats(&before);
 	EXPECT_RET(ngnfs_sync_inode(fs, &a), 0);
 	fake_txn_stats(&after);

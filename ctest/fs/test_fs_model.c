@@ -230,7 +230,8 @@ static void model_step(struct model *model, unsigned int step)
 			      "oracle pwrite");
 			close(fd);
 			oracle = (int)length;
-			ngnfs = (int)ngnfs_write(model->fs, &handle, offset, buffer, length, NGNFS_WRITE_MOUNT);
+			ngnfs = (int)ngnfs_write(model->fs, &handle, offset, buffer, length,
+						 NGNFS_WRITE_MOUNT);
 		} else if (op < 95 && S_ISREG(st.st_mode)) {
 			struct ngnfs_setattr set = { .mask = NGNFS_SET_SIZE };
 
