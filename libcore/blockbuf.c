@@ -20,6 +20,9 @@
  * XXX:
  *  - One free list and mutex for the process; per-thread lists would
  *    avoid the lock if it ever shows in a profile.
+ *  - Populating a chunk is ~20% of a writeback create.  2 MiB-aligned
+ *    chunks with MADV_HUGEPAGE were tried and not kept: faster creates,
+ *    much slower untar (docs/performance.md, "libcore native API").
  */
 
 #include <errno.h>
@@ -31,12 +34,8 @@
 #include "blockbuf.h"
 #include "format-msg.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef NGNFS_POOL_USE_MALLOC
 #define BUFFER_USE_MALLOC 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define BUFFER_USE_MALLOC 1
-#endif
 #endif
 
 #define BUFFER_CHUNK_BUFFERS 512

@@ -201,6 +201,8 @@ struct ngnfs_cache {
 	size_t bucket_mask;
 	struct cache_list lru;
 	struct cache_list dirty_sets;
+	struct cache_block *free_blocks; /* linked by hash_next, see cache_block_alloc */
+	struct block_slab *block_slabs;
 	size_t data_blocks;
 	size_t max_data_blocks;
 	pthread_cond_t waitqs[NGNFS_CACHE_WAITQS];
@@ -212,6 +214,12 @@ struct ngnfs_cache {
 	uint32_t flusher_inflight;	   /* writes of the flusher's current round */
 	struct dirty_set **flusher_groups; /* device_count + 1, see flusher_gather */
 	bool pressure;
+	/*
+	 * When the flusher's timed wait ends; 0 while it runs (it looks at
+	 * every set before it sleeps again).  A commit only wakes it for a
+	 * set due before then (cache_kick_flusher_for).
+	 */
+	uint64_t flusher_wake_ms;
 	uint32_t writes_inflight; /* every set write; destroy waits for them */
 	pthread_cond_t idle_cond; /* writes_inflight dropped, sync progress */
 
@@ -246,6 +254,8 @@ void cache_wake_block(struct ngnfs_cache *cache, uint64_t blkno);
 void cache_block_unlocked(struct ngnfs_cache *cache, struct cache_block *block,
 			  struct cache_action **actions);
 void cache_kick_flusher(struct ngnfs_cache *cache);
+/* After a commit into set: wake the flusher only if its timer would be late for it. */
+void cache_kick_flusher_for(struct ngnfs_cache *cache, const struct dirty_set *set);
 /* Reclaim clean blocks until extra more fit; ask the flusher if that is not enough. */
 void cache_make_room(struct ngnfs_cache *cache, size_t extra, struct cache_action **actions);
 /* Lock held: sends RELEASE now (see cache.c for why not later). */

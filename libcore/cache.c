@@ -78,6 +78,8 @@
  *    succeeded.
  *  - Private copies of transactions are not counted against cache_bytes.
  *  - The hash table has a fixed size chosen from cache_bytes.
+ *  - The free list of cached blocks keeps their peak number until the
+ *    cache goes (one 4 KiB slab per few dozen blocks).
  *  - Writers of a block whose set is being written do not wait (copy on
  *    write, dirty.c), except when that write releases the grant or the
  *    cache is full; the newer set still leaves only after that write, so
@@ -156,6 +158,71 @@ struct cache_block *cache_lookup(struct ngnfs_cache *cache, uint64_t blkno)
 	return block;
 }
 
+/*
+ * Cached blocks are carved from block buffers and kept on a free list: a
+ * calloc per new block was 4-5% of a writeback create (the malloc arena of
+ * an operation thread grows by what is asked for, see blockbuf.c).  The
+ * slabs go with the cache; under ASan every block is calloc'ed instead.
+ */
+struct block_slab {
+	struct block_slab *next;
+	struct cache_block blocks[];
+};
+
+#define CACHE_SLAB_BLOCKS                                                                          \
+	((NGNFS_BLOCK_SIZE - sizeof(struct block_slab)) / sizeof(struct cache_block))
+
+static struct cache_block *cache_block_alloc(struct ngnfs_cache *cache)
+{
+#ifdef NGNFS_POOL_USE_MALLOC
+	(void)cache;
+	return calloc(1, sizeof(struct cache_block));
+#else
+	struct cache_block *block = cache->free_blocks;
+
+	if (!block) {
+		struct block_slab *slab = ngnfs_block_buf_alloc();
+		size_t i;
+
+		if (!slab)
+			return NULL;
+		slab->next = cache->block_slabs;
+		cache->block_slabs = slab;
+		for (i = 1; i < CACHE_SLAB_BLOCKS; i++) {
+			slab->blocks[i].hash_next = cache->free_blocks;
+			cache->free_blocks = &slab->blocks[i];
+		}
+		block = &slab->blocks[0];
+	} else {
+		cache->free_blocks = block->hash_next;
+	}
+	memset(block, 0, sizeof(*block));
+	return block;
+#endif
+}
+
+static void cache_block_free(struct ngnfs_cache *cache, struct cache_block *block)
+{
+#ifdef NGNFS_POOL_USE_MALLOC
+	(void)cache;
+	free(block);
+#else
+	block->hash_next = cache->free_blocks;
+	cache->free_blocks = block;
+#endif
+}
+
+static void cache_free_slabs(struct ngnfs_cache *cache)
+{
+	while (cache->block_slabs) {
+		struct block_slab *slab = cache->block_slabs;
+
+		cache->block_slabs = slab->next;
+		ngnfs_block_buf_free(slab);
+	}
+	cache->free_blocks = NULL;
+}
+
 struct cache_block *cache_lookup_create(struct ngnfs_cache *cache, uint64_t blkno)
 {
 	struct cache_block *block = cache_lookup(cache, blkno);
@@ -163,7 +230,7 @@ struct cache_block *cache_lookup_create(struct ngnfs_cache *cache, uint64_t blkn
 
 	if (block)
 		return block;
-	block = calloc(1, sizeof(*block));
+	block = cache_block_alloc(cache);
 	if (!block)
 		return NULL;
 	block->blkno = blkno;
@@ -185,7 +252,7 @@ void cache_remove_block(struct ngnfs_cache *cache, struct cache_block *block)
 		*link = block->hash_next;
 	dirty_set_remove_block(cache, block);
 	cache_block_drop_data(cache, block);
-	free(block);
+	cache_block_free(cache, block);
 }
 
 int cache_block_set_data(struct ngnfs_cache *cache, struct cache_block *block, const void *data)
@@ -235,6 +302,29 @@ void cache_wake_block(struct ngnfs_cache *cache, uint64_t blkno)
 void cache_kick_flusher(struct ngnfs_cache *cache)
 {
 	pthread_cond_signal(&cache->flusher_cond);
+}
+
+/*
+ * Signalling on every commit cost a futex wake and a flusher pass
+ * contending for the lock per create (docs/performance.md).  The flusher
+ * need not be woken while it runs (it gathers before it sleeps), while a
+ * round is in flight (the completion wakes it), or when its timer ends
+ * before the set is due; a set with a stable waiter, a sync, a wanted
+ * flush or memory pressure is due now.
+ */
+void cache_kick_flusher_for(struct ngnfs_cache *cache, const struct dirty_set *set)
+{
+	uint64_t due = 0;
+
+	if (!cache->flusher_wake_ms || cache->flusher_inflight)
+		return;
+	if (!(set->waiters || set->flush_wanted || set->birth_seq <= cache->sync_seq ||
+	      cache->pressure))
+		due = set->first_dirty_ms + cache->writeback_interval_ms;
+	if (set->not_before_ms > due)
+		due = set->not_before_ms;
+	if (due < cache->flusher_wake_ms)
+		cache_kick_flusher(cache);
 }
 
 void cache_record_error(struct ngnfs_cache *cache, int error)
@@ -1123,8 +1213,10 @@ static void *flusher_main(void *arg)
 				continue;
 			}
 		}
+		cache->flusher_wake_ms = next_deadline > now ? next_deadline : now + 1;
 		deadline_in_ms(&deadline, next_deadline > now ? next_deadline - now : 1);
 		pthread_cond_timedwait(&cache->flusher_cond, &cache->lock, &deadline);
+		cache->flusher_wake_ms = 0;
 	}
 	pthread_mutex_unlock(&cache->lock);
 	return NULL;
@@ -1212,6 +1304,7 @@ static void cache_free(struct ngnfs_cache *cache)
 		free(cache->pools[i].blknos);
 		free(cache->pools[i].versions);
 	}
+	cache_free_slabs(cache);
 	free(cache->pools);
 	free(cache->flusher_groups);
 	for (i = 0; i < NGNFS_CACHE_WAITQS; i++)
