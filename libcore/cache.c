@@ -506,6 +506,24 @@ static void lose_data(struct ngnfs_cache *cache, struct cache_block *block)
 }
 
 /*
+ * A block whose change was lost: its buffer goes (the refetch is at
+ * version 0), a pending revocation moves on, and waiters look again.
+ */
+static void forget_lost_block(struct ngnfs_cache *cache, struct cache_block *block,
+			      struct cache_action **actions)
+{
+	if (block->data) {
+		if (cache->invalidate)
+			cache->invalidate(cache->invalidate_arg, block->blkno, block->data);
+		lose_data(cache, block);
+	}
+	block->version = 0;
+	if (block->revoke_pending)
+		revoke_progress(cache, block, actions);
+	cache_wake_block(cache, block->blkno);
+}
+
+/*
  * The failed write of set carried blocks that newer sets changed since
  * (copy on write).  Those changes were made on top of the failed ones, so
  * they are dropped too; the blocks stay marked as in flight meanwhile, so
@@ -532,16 +550,8 @@ static void lose_newer_sets(struct ngnfs_cache *cache, struct dirty_set *set, in
 		if (block->set == set)
 			continue;
 		end_writeback(cache, block);
-		if (block->data) {
-			/* A free moved to a lost set: data is what failed to be written. */
-			if (cache->invalidate)
-				cache->invalidate(cache->invalidate_arg, block->blkno, block->data);
-			lose_data(cache, block);
-		}
-		block->version = 0;
-		if (block->revoke_pending)
-			revoke_progress(cache, block, actions);
-		cache_wake_block(cache, block->blkno);
+		/* A free moved to a lost set: data is what failed to be written. */
+		forget_lost_block(cache, block, actions);
 	}
 }
 
@@ -580,13 +590,7 @@ static void lose_set(struct ngnfs_cache *cache, struct dirty_set *set, int error
 		}
 		if (cache->lost && block->data)
 			cache->lost(cache->lost_arg, block->blkno, block->data, error);
-		if (cache->invalidate && block->data)
-			cache->invalidate(cache->invalidate_arg, block->blkno, block->data);
-		lose_data(cache, block);
-		block->version = 0;
-		if (block->revoke_pending)
-			revoke_progress(cache, block, actions);
-		cache_wake_block(cache, block->blkno);
+		forget_lost_block(cache, block, actions);
 	}
 	cache->write_failures++;
 	cache->last_write_error = error;

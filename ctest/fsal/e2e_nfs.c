@@ -302,6 +302,25 @@ static void create_with(struct nfs_context *nfs, const char *path, const uint8_t
 	check_nfs(nfs, nfs_close(nfs, fh));
 }
 
+/* utimes with explicit times, to the microsecond libnfs sends, read back exactly. */
+static void check_explicit_times(struct nfs_context *nfs, const char *path)
+{
+	struct timeval times[2] = {
+		{ .tv_sec = 1000000000, .tv_usec = 123456 },
+		{ .tv_sec = 1234567890, .tv_usec = 654321 },
+	};
+	struct nfs_stat_64 st;
+
+	check_nfs(nfs, nfs_utimes(nfs, path, times));
+	check_nfs(nfs, nfs_stat64(nfs, path, &st));
+	check(st.nfs_atime == 1000000000 && st.nfs_atime_nsec == 123456000,
+	      "%s: atime: expected 1000000000.123456000, got %" PRIu64 ".%09" PRIu64, path,
+	      (uint64_t)st.nfs_atime, (uint64_t)st.nfs_atime_nsec);
+	check(st.nfs_mtime == 1234567890 && st.nfs_mtime_nsec == 654321000,
+	      "%s: mtime: expected 1234567890.654321000, got %" PRIu64 ".%09" PRIu64, path,
+	      (uint64_t)st.nfs_mtime, (uint64_t)st.nfs_mtime_nsec);
+}
+
 static void check_file(struct nfs_context *nfs, const char *path, const uint8_t *data,
 		       size_t length)
 {
@@ -669,19 +688,7 @@ static void test_attributes(void **state)
 	check(st.nfs_uid == 1234 && st.nfs_gid == 5678, "chown: expected 1234:5678, got %u:%u",
 	      (unsigned int)st.nfs_uid, (unsigned int)st.nfs_gid);
 
-	/* explicit times, to the microsecond libnfs can send */
-	times[0].tv_sec = 1000000000;
-	times[0].tv_usec = 123456;
-	times[1].tv_sec = 1234567890;
-	times[1].tv_usec = 654321;
-	check_nfs(nfs, nfs_utimes(nfs, "/attrs", times));
-	check_nfs(nfs, nfs_stat64(nfs, "/attrs", &st));
-	check(st.nfs_atime == 1000000000 && st.nfs_atime_nsec == 123456000,
-	      "atime: expected 1000000000.123456000, got %" PRIu64 ".%09" PRIu64,
-	      (uint64_t)st.nfs_atime, (uint64_t)st.nfs_atime_nsec);
-	check(st.nfs_mtime == 1234567890 && st.nfs_mtime_nsec == 654321000,
-	      "mtime: expected 1234567890.654321000, got %" PRIu64 ".%09" PRIu64,
-	      (uint64_t)st.nfs_mtime, (uint64_t)st.nfs_mtime_nsec);
+	check_explicit_times(nfs, "/attrs");
 
 	/*
 	 * SET_TO_SERVER_TIME is not tested over the wire: libnfs 4.0's
@@ -1653,7 +1660,6 @@ static void test_nfs3_namespace_operations(void **state)
 static void test_nfs3_attributes(void **state)
 {
 	struct nfs_context *nfs = nfs3_connect();
-	struct timeval times[2];
 	struct nfs_stat_64 st;
 	uint8_t expected[8192];
 	struct nfsfh *fh = NULL;
@@ -1686,19 +1692,7 @@ static void test_nfs3_attributes(void **state)
 	memset(expected + 1000, 0, 8192 - 1000);
 	check_file(nfs, "/v3/attr/f", expected, 8192);
 
-	/* times, to the microsecond libnfs sends */
-	times[0].tv_sec = 1000000000;
-	times[0].tv_usec = 123456;
-	times[1].tv_sec = 1234567890;
-	times[1].tv_usec = 654321;
-	check_nfs(nfs, nfs_utimes(nfs, "/v3/attr/f", times));
-	check_nfs(nfs, nfs_stat64(nfs, "/v3/attr/f", &st));
-	check(st.nfs_atime == 1000000000 && st.nfs_atime_nsec == 123456000,
-	      "atime: expected 1000000000.123456000, got %" PRIu64 ".%09" PRIu64,
-	      (uint64_t)st.nfs_atime, (uint64_t)st.nfs_atime_nsec);
-	check(st.nfs_mtime == 1234567890 && st.nfs_mtime_nsec == 654321000,
-	      "mtime: expected 1234567890.654321000, got %" PRIu64 ".%09" PRIu64,
-	      (uint64_t)st.nfs_mtime, (uint64_t)st.nfs_mtime_nsec);
+	check_explicit_times(nfs, "/v3/attr/f");
 	/* a write through the v3 descriptor moves mtime to now */
 	check_nfs(nfs, nfs_open(nfs, "/v3/attr/f", O_WRONLY, &fh));
 	write_all(nfs, fh, 8192, (const uint8_t *)"tail", 4);
