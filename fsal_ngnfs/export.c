@@ -23,7 +23,15 @@
  * bytes drawn once per gateway process.  ganesha's default is its start
  * time in seconds, which a gateway killed and restarted within the same
  * second would repeat; a client would then take its COMMIT as covering
- * UNSTABLE writes the dead gateway never wrote back.
+ * UNSTABLE writes the dead gateway never wrote back.  The export's count
+ * of write-back losses (ngnfs_write_losses) is mixed in, so the verifier
+ * also changes when libcore drops dirty blocks whose write failed: a
+ * client then resends everything it wrote UNSTABLE and has not seen
+ * committed, as it would after a restart (knfsd does the same on a
+ * write-back error).  A loss landing between a WRITE's caching and its
+ * reply gives that reply the new verifier already; the file's COMMIT
+ * then reports the loss as NFS4ERR_IO (ngnfs_sync_inode), so the data is
+ * never taken as committed.
  */
 
 #include "config.h"
@@ -138,9 +146,11 @@ static uint64_t ngnfs_fsal_write_verifier(void)
 static void ngnfs_fsal_get_write_verifier(struct fsal_export *fsal_export,
 					  struct gsh_buffdesc *verf_desc)
 {
-	uint64_t verifier = ngnfs_fsal_write_verifier();
+	struct ngnfs_fsal_export *export = ngnfs_fsal_export_of(fsal_export);
+	/* odd, so that every loss count gives another verifier */
+	uint64_t verifier =
+	    ngnfs_fsal_write_verifier() + ngnfs_write_losses(export->fs) * 0x9e3779b97f4a7c15ULL;
 
-	(void)fsal_export;
 	memset(verf_desc->addr, 0, verf_desc->len);
 	memcpy(verf_desc->addr, &verifier,
 	       verf_desc->len < sizeof(verifier) ? verf_desc->len : sizeof(verifier));

@@ -29,7 +29,8 @@
  * immediate write-back): the client keeps the data until a COMMIT
  * (ngnfs_sync_inode) made it durable, and resends it if the verifier of
  * the COMMIT is not the one its WRITEs got (export.c: a new one per
- * gateway process).  So an UNSTABLE reply acknowledges nothing as stable,
+ * gateway process, changed again by every write-back loss).  So an
+ * UNSTABLE reply acknowledges nothing as stable,
  * and a stable export still loses nothing it acknowledged as stable.
  * COMMIT writes back the dirty set holding the file's changes (and what
  * they depend on), not other files' data.  An NFSv3 UNSTABLE write in a
@@ -39,9 +40,6 @@
  *
  * XXX:
  *  - commit2 syncs the whole file, not only the range asked for;
- *  - a failed write-back of UNSTABLE data is reported to the file's next
- *    COMMIT (NFS4ERR_IO) but does not change the verifier, so the client
- *    does not resend it on its own (Linux knfsd changes the verifier);
  *  - no READ_PLUS (read_arg->info): ganesha answers NOTSUPP;
  *  - no byte-range locks (lock_op2): fs_info says lock_support = false.
  */

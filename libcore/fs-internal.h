@@ -85,6 +85,8 @@ struct ngnfs_fs {
 	int lost_errors[NGNFS_LOST_INODES];
 	uint32_t lost_count;
 	int lost_overflow;
+	/* blocks whose changes failed to write back, ever (atomic; ngnfs_write_losses) */
+	uint64_t write_losses;
 
 	ngnfs_invalidate_fn invalidate;
 	void *invalidate_arg;

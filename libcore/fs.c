@@ -134,6 +134,8 @@ static void cache_lost(void *arg, uint64_t blkno, const void *data, int error)
 	const struct ngnfs_block_header *header = data;
 	uint32_t i;
 
+	/* first, so that a verifier read after the loss is already another one */
+	__atomic_add_fetch(&fs->write_losses, 1, __ATOMIC_SEQ_CST);
 	if (le32toh(header->magic) != NGNFS_MAGIC_INODE || le64toh(header->blkno) != blkno)
 		return;
 	pthread_mutex_lock(&fs->open_lock);
@@ -178,6 +180,11 @@ static int take_lost(struct ngnfs_fs *fs, uint64_t ino)
 	}
 	pthread_mutex_unlock(&fs->open_lock);
 	return error;
+}
+
+uint64_t ngnfs_write_losses(struct ngnfs_fs *fs)
+{
+	return __atomic_load_n(&fs->write_losses, __ATOMIC_SEQ_CST);
 }
 
 void ngnfs_fs_install_invalidate(struct ngnfs_fs *fs)

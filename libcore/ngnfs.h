@@ -215,6 +215,14 @@ int ngnfs_sync(struct ngnfs_fs *fs);
  * object's changes since its last ngnfs_sync_inode.
  */
 int ngnfs_sync_inode(struct ngnfs_fs *fs, const struct ngnfs_handle *handle);
+/*
+ * How many dirty blocks this mount has dropped because their write-back
+ * failed, since it was mounted.  It only grows, and it has grown before
+ * any sync reports the failure: an NFS gateway mixes it into its write
+ * verifier, so that a client whose UNSTABLE writes were lost sees another
+ * verifier at its COMMIT and sends them again (as knfsd does).
+ */
+uint64_t ngnfs_write_losses(struct ngnfs_fs *fs);
 
 /* XATTR_CREATE / XATTR_REPLACE from <sys/xattr.h> as in setxattr(2). */
 int ngnfs_setxattr(struct ngnfs_fs *fs, const struct ngnfs_handle *handle, const char *name,

@@ -683,6 +683,7 @@ static void test_sync_inode_one_file(void)
 #else
 	struct fake_txn_stats before, after;
 	struct ngnfs_handle b;
+	uint64_t losses;
 
 	fs = start_fs(1, "sync-inode", NGNFS_MOUNT_WRITEBACK);
 	root = root_of(fs);
@@ -703,11 +704,23 @@ static void test_sync_inode_one_file(void)
 	      (unsigned long long)after.last_synced_blkno);
 	CHECK(after.whole_syncs == before.whole_syncs,
 	      "sync_inode fell back to a whole-filesystem sync");
-	/* a lost write-back of a's set is a's sync's error, once, and not b's */
+	/*
+	 * a lost write-back of a's set is a's sync's error, once, and not
+	 * b's; the loss count (the gateway's write verifier) moves with the
+	 * loss itself, not with the syncs that report it
+	 */
+	losses = ngnfs_write_losses(fs);
 	fake_txn_lose_block(a.ino, -EIO);
+	CHECK(ngnfs_write_losses(fs) == losses + 1,
+	      "a lost block: expected the loss count to go from %llu to %llu, got %llu",
+	      (unsigned long long)losses, (unsigned long long)losses + 1,
+	      (unsigned long long)ngnfs_write_losses(fs));
 	EXPECT_RET(ngnfs_sync_inode(fs, &b), 0);
 	EXPECT_RET(ngnfs_sync_inode(fs, &a), -EIO);
 	EXPECT_RET(ngnfs_sync_inode(fs, &a), 0);
+	CHECK(ngnfs_write_losses(fs) == losses + 1,
+	      "syncs changed the loss count: %llu, expected %llu",
+	      (unsigned long long)ngnfs_write_losses(fs), (unsigned long long)losses + 1);
 #endif
 	sync_file_data(want, 1);
 	EXPECT_RET(ngnfs_read(fs, &a, 0, got, sizeof(got), &eof), (long)sizeof(want));

@@ -1382,6 +1382,74 @@ static void test_unstable_commit_kill9(void **state)
 
 /* ---- outage group ----------------------------------------------------- */
 
+/*
+ * A lost write-back changes the write verifier.  A raw UNSTABLE WRITE in
+ * the stable export is answered from libcore's cache and held back for
+ * Writeback_Interval_Ms (1 s); every device is stopped (SIGSTOP) at once,
+ * so the interval's write-back goes into sockets nobody reads, then
+ * killed, so that write fails with its sessions and libcore drops the
+ * set.  Once the devices are back, the next WRITE must carry another
+ * verifier than the first (a client then resends what it had not seen
+ * committed), the file's COMMIT must report the loss once (NFS4ERR_IO),
+ * and the resent data must be committed and read back.
+ */
+static void test_lost_writeback_changes_verifier(void **state)
+{
+	enum { RAW = 4096 };
+	struct nfs_context *nfs = nfs_connect(gateway);
+	struct nfs42_client *client = xattr_connect(gateway, 0);
+	unsigned int devices = ngnfs_test_cluster_device_count(cluster);
+	struct nfs42_write_result first, again;
+	uint8_t committed[NFS42_VERIFIER_SIZE];
+	uint8_t data[RAW];
+	struct nfs42_fh raw_fh;
+	uint64_t started;
+	unsigned int i;
+	int ret;
+
+	(void)state;
+	create_with(nfs, "/lost-writeback", NULL, 0);
+	check_x(client, nfs42_lookup(client, PSEUDO "/lost-writeback", &raw_fh));
+	fill_pattern(data, RAW, 5151);
+	check_x(client, nfs42_write(client, &raw_fh, 0, data, RAW, NFS42_UNSTABLE, &first));
+	check(first.committed == NFS42_UNSTABLE, "expected the write answered UNSTABLE, got %u",
+	      first.committed);
+	for (i = 0; i < devices; i++)
+		check(ngnfs_test_cluster_kill(cluster, i, SIGSTOP) == 0, "SIGSTOP device %u", i);
+	sleep_ms(2500); /* past the interval: the write-back is in flight */
+	for (i = 0; i < devices; i++)
+		check(ngnfs_test_cluster_kill(cluster, i, SIGKILL) == 0, "SIGKILL device %u", i);
+	for (i = 0; i < devices; i++)
+		check(ngnfs_test_cluster_restart(cluster, i) == 0, "restart device %u", i);
+
+	/* the client sees another verifier and resends (bounded: reclaim grace) */
+	started = now_ms();
+	for (;;) {
+		ret = nfs42_write(client, &raw_fh, 0, data, RAW, NFS42_UNSTABLE, &again);
+		if (ret == 0 || now_ms() - started > 30000)
+			break;
+		sleep_ms(200);
+	}
+	check(ret == 0,
+	      "expected the resent WRITE to succeed once the devices are back, got %d "
+	      "(%s): %s",
+	      ret, strerror(-ret), nfs42_last_error(client));
+	check(memcmp(first.verifier, again.verifier, NFS42_VERIFIER_SIZE) != 0,
+	      "the verifier did not change after the gateway lost an UNSTABLE write-back: a "
+	      "client would take a later COMMIT as covering the lost data");
+	ret = nfs42_commit(client, &raw_fh, committed);
+	check(ret != 0 && nfs42_last_status(client) == NFS42_ERR_IO,
+	      "expected the first COMMIT after the loss to fail with NFS4ERR_IO, got %d, status "
+	      "%u",
+	      ret, nfs42_last_status(client));
+	check_x(client, nfs42_commit(client, &raw_fh, committed));
+	check(memcmp(again.verifier, committed, NFS42_VERIFIER_SIZE) == 0,
+	      "COMMIT answered another verifier than the resent WRITE");
+	check_file(nfs, "/lost-writeback", data, RAW);
+	check_x(client, nfs42_disconnect(client));
+	nfs_destroy_context(nfs);
+}
+
 static void test_blockd_outage(void **state)
 {
 	struct nfs_context *nfs = nfs_connect(gateway);
@@ -1808,6 +1876,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_unstable_commit_kill9),
 	};
 	const struct CMUnitTest outage_tests[] = {
+		cmocka_unit_test(test_lost_writeback_changes_verifier),
 		cmocka_unit_test(test_blockd_outage),
 	};
 	const struct CMUnitTest nfs3_tests[] = {
