@@ -34,6 +34,9 @@
 #include "blockd.h"
 #include "log.h"
 
+/* bytes libevent may read or write on a session in one callback */
+#define SESSION_MAX_SINGLE_IO (256 * 1024)
+
 static void session_free_connection(struct session *session);
 static void event_callback(struct bufferevent *bev, short what, void *arg);
 
@@ -217,6 +220,16 @@ void session_accept(struct blockd *server, evutil_socket_t fd, const char *peer)
 		free(session);
 		return;
 	}
+	/*
+	 * libevent reads and writes at most 4 KiB / 16 KiB per callback by
+	 * default, so a 1 MiB WRITE frame took 256 trips through the loop
+	 * (epoll_wait, FIONREAD, readv each); one trip per socket buffer's
+	 * worth is what the frame-at-a-time processing wants.
+	 */
+	if (bufferevent_set_max_single_read(session->bev, SESSION_MAX_SINGLE_IO) ||
+	    bufferevent_set_max_single_write(session->bev, SESSION_MAX_SINGLE_IO))
+		log_warn("%s: cannot raise libevent's per-call I/O size; staying at its default",
+			 session->name);
 	session->next = server->sessions.next;
 	session->prev = &server->sessions;
 	server->sessions.next->prev = session;
