@@ -217,6 +217,13 @@ int alloc_check_free(struct blockd *server, uint64_t index)
 	return 0;
 }
 
+bool alloc_is_free(struct blockd *server, uint64_t index)
+{
+	struct allocator *alloc = &server->alloc;
+
+	return index >= alloc->store_hwm || u64map_get(&alloc->store_free, index) != NULL;
+}
+
 void alloc_note_free(struct blockd *server, rocksdb_writebatch_t *batch, uint64_t index)
 {
 	struct allocator *alloc = &server->alloc;

@@ -224,6 +224,8 @@ void alloc_session_gone(struct blockd *server, struct session *session);
 int alloc_note_write(struct blockd *server, rocksdb_writebatch_t *batch, uint64_t index);
 /* 0 if index may be freed (allocated), -EINVAL otherwise. */
 int alloc_check_free(struct blockd *server, uint64_t index);
+/* Not allocated (freed, never written, or reserved and not yet written): reads as zeros. */
+bool alloc_is_free(struct blockd *server, uint64_t index);
 void alloc_note_free(struct blockd *server, rocksdb_writebatch_t *batch, uint64_t index);
 /* Whether index would be refused by alloc_note_write (gap too large). */
 int alloc_check_write(struct blockd *server, uint64_t index);

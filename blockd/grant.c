@@ -153,9 +153,24 @@ static void send_grant(struct blockd *server, struct block_state *block,
 	struct ngnfs_buffer buffer;
 	uint64_t version = 0;
 	struct grant_holder *holder;
+	bool free_block = false;
 	int ret;
 
 	ret = store_read_block(&server->store, ngnfs_blkno_index(block->blkno), &version, data);
+	/*
+	 * A free block (freed, or reserved and not yet written) reads as
+	 * zeros, with its data always sent: a WRITE that frees a block does
+	 * not rewrite it, so its stored contents and version are still the
+	 * last ones written, and a client's kept copy of them must not be
+	 * answered "unchanged".  This is what lets a deleted inode be freed
+	 * in the deleting transaction: a stale handle then finds zeros.  A
+	 * never-written block (version 0) has no old copy anywhere and
+	 * stays as it was: zeros, "unchanged" for cached version 0.
+	 */
+	if (ret == 0 && version != 0 && alloc_is_free(server, ngnfs_blkno_index(block->blkno))) {
+		memset(data, 0, sizeof(data));
+		free_block = true;
+	}
 	ngnfs_buffer_init(&buffer);
 	if (ret == 0)
 		ret = grant_add_holder(block, waiter->session, waiter->access);
@@ -175,7 +190,8 @@ static void send_grant(struct blockd *server, struct block_state *block,
 	} else {
 		holder = grant_find_holder(block, waiter->session);
 		ngnfs_encode_grant(&buffer, waiter->request_id, 0, block->blkno, version,
-				   holder->access, waiter->cached_version == version ? NULL : data);
+				   holder->access,
+				   waiter->cached_version == version && !free_block ? NULL : data);
 	}
 	session_send(waiter->session, &buffer);
 	ngnfs_buffer_free(&buffer);

@@ -153,13 +153,10 @@ uint16_t ngnfs_inode_device_for(struct ngnfs_txn *txn, uint64_t parent_ino, uint
 				const char *name, size_t name_length);
 /*
  * Free everything an inode owns (data, xattrs, symlink block, dir btree)
- * and zero the inode block.  The zeroed block stays allocated until the
- * caller, after its transaction committed, calls ngnfs_inode_release()
- * (a crash in between leaks one zeroed block, never corrupts).
+ * and the inode block itself, in the caller's transaction; the inode is
+ * zeroed in memory, and blockd answers GETs of free blocks with zeros.
  */
 int ngnfs_inode_free(struct ngnfs_txn *txn, struct ngnfs_inode *inode);
-/* Own transaction: free an inode block that ngnfs_inode_free() zeroed. */
-int ngnfs_inode_release(struct ngnfs_cache *cache, uint64_t ino);
 
 void ngnfs_inode_to_attr(const struct ngnfs_inode *inode, struct ngnfs_attr *attr);
 

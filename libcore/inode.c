@@ -330,48 +330,14 @@ int ngnfs_inode_free(struct ngnfs_txn *txn, struct ngnfs_inode *inode)
 			return ret;
 	}
 	/*
-	 * Zeroed and written, so that a stale handle finds no inode there.
-	 * The block itself is freed by ngnfs_inode_release() in a
-	 * transaction of its own: the cache does not write the contents of
-	 * blocks it frees, so a block freed here would keep the old inode on
-	 * the server and a stale handle would still find it.
+	 * Zeroed and freed in this transaction.  blockd does not store the
+	 * zeros (a WRITE that frees a block does not rewrite it), but it
+	 * answers every GET of a free block with zeros, never "unchanged"
+	 * (docs/protocol.md, "Allocation"), so a stale handle, here or on
+	 * another client holding the old copy, finds no inode there.
 	 */
-	(void)ino;
 	memset(inode, 0, NGNFS_BLOCK_SIZE);
-	return 0;
-}
-
-struct release_args {
-	uint64_t ino;
-};
-
-static int release_txn(struct ngnfs_txn *txn, void *arg)
-{
-	struct release_args *args = arg;
-	const struct ngnfs_block_header *header;
-	void *data;
-	int ret;
-
-	ret = ngnfs_txn_write(txn, args->ino, &data);
-	if (ret < 0)
-		return ret;
-	header = data;
-	/* only a block that ngnfs_inode_free() zeroed, never a live one */
-	if (header->magic != 0)
-		return 0;
-	return ngnfs_txn_free(txn, args->ino);
-}
-
-int ngnfs_inode_release(struct ngnfs_cache *cache, uint64_t ino)
-{
-	struct release_args args = { .ino = ino };
-	int ret;
-
-	ret = ngnfs_txn_run(cache, release_txn, &args);
-	if (ret < 0)
-		return ngnfs_fail(ret, "free inode block %llu (device %u): %s",
-				  (unsigned long long)ino, ngnfs_blkno_device(ino), strerror(-ret));
-	return 0;
+	return ngnfs_txn_free(txn, ino);
 }
 
 void ngnfs_inode_to_attr(const struct ngnfs_inode *inode, struct ngnfs_attr *attr)

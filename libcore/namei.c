@@ -515,10 +515,9 @@ static int orphan_tree(struct ngnfs_txn *txn, struct ngnfs_fs *fs, struct ngnfs_
 
 /*
  * inode lost its last name (nlink already 0, or a directory being
- * removed).  *release is set to the inode block to free after commit.
+ * removed).
  */
-static int drop_inode(struct ngnfs_txn *txn, struct ngnfs_fs *fs, struct ngnfs_inode *inode,
-		      uint64_t *release)
+static int drop_inode(struct ngnfs_txn *txn, struct ngnfs_fs *fs, struct ngnfs_inode *inode)
 {
 	struct ngnfs_inode *orphans;
 	struct ngnfs_btree tree;
@@ -536,7 +535,6 @@ static int drop_inode(struct ngnfs_txn *txn, struct ngnfs_fs *fs, struct ngnfs_i
 		inode->flags = htole32(le32toh(inode->flags) | NGNFS_INODE_ORPHAN);
 		return 0;
 	}
-	*release = ino;
 	return ngnfs_inode_free(txn, inode);
 }
 
@@ -544,7 +542,6 @@ static int drop_inode(struct ngnfs_txn *txn, struct ngnfs_fs *fs, struct ngnfs_i
 struct reclaim_args {
 	struct ngnfs_fs *fs;
 	struct ngnfs_handle handle;
-	uint64_t release;
 };
 
 static int reclaim_txn(struct ngnfs_txn *txn, void *arg)
@@ -555,7 +552,6 @@ static int reclaim_txn(struct ngnfs_txn *txn, void *arg)
 	const void *data;
 	int ret;
 
-	args->release = 0;
 	ret = ngnfs_txn_read(txn, args->handle.ino, &data);
 	if (ret < 0)
 		return ret;
@@ -574,19 +570,14 @@ static int reclaim_txn(struct ngnfs_txn *txn, void *arg)
 	if (ret < 0 && ret != -ENOENT)
 		return ret;
 	orphans->data_root = htole64(tree.root);
-	args->release = args->handle.ino;
 	return ngnfs_inode_free(txn, inode);
 }
 
 int ngnfs_namei_reclaim_orphan(struct ngnfs_fs *fs, const struct ngnfs_handle *handle)
 {
 	struct reclaim_args args = { .fs = fs, .handle = *handle };
-	int ret;
 
-	ret = ngnfs_txn_run(fs->cache, reclaim_txn, &args);
-	if (ret == 0 && args.release)
-		ret = ngnfs_inode_release(fs->cache, args.release);
-	return ret;
+	return ngnfs_txn_run(fs->cache, reclaim_txn, &args);
 }
 
 /* ---- unlink and rmdir ---- */
@@ -596,7 +587,6 @@ struct unlink_args {
 	const struct ngnfs_handle *dir;
 	const char *name;
 	size_t name_length;
-	uint64_t release;
 };
 
 static int unlink_txn(struct ngnfs_txn *txn, void *arg)
@@ -606,7 +596,6 @@ static int unlink_txn(struct ngnfs_txn *txn, void *arg)
 	struct ngnfs_dirent_info info;
 	int ret;
 
-	args->release = 0;
 	ret = ngnfs_inode_write_handle(txn, args->dir, "unlink", &dir);
 	if (ret < 0)
 		return ret;
@@ -627,7 +616,7 @@ static int unlink_txn(struct ngnfs_txn *txn, void *arg)
 		add_nlink(dir, -1);
 		ngnfs_inode_touch(dir, NGNFS_TOUCH_MTIME | NGNFS_TOUCH_CTIME);
 		inode->nlink = 0;
-		return drop_inode(txn, args->fs, inode, &args->release);
+		return drop_inode(txn, args->fs, inode);
 	}
 	ret = ngnfs_dir_remove(txn, dir, info.key);
 	if (ret < 0)
@@ -636,7 +625,7 @@ static int unlink_txn(struct ngnfs_txn *txn, void *arg)
 	add_nlink(inode, -1);
 	ngnfs_inode_touch(inode, NGNFS_TOUCH_CTIME);
 	if (le32toh(inode->nlink) == 0)
-		return drop_inode(txn, args->fs, inode, &args->release);
+		return drop_inode(txn, args->fs, inode);
 	return 0;
 }
 
@@ -654,8 +643,6 @@ int ngnfs_unlink(struct ngnfs_fs *fs, const struct ngnfs_handle *dir, const char
 	if (is_dotdot(name))
 		return -ENOTEMPTY;
 	ret = ngnfs_txn_run(fs->cache, unlink_txn, &args);
-	if (ret == 0 && args.release)
-		ret = ngnfs_inode_release(fs->cache, args.release);
 	return ret;
 }
 
@@ -669,7 +656,6 @@ struct rename_args {
 	const struct ngnfs_handle *new_dir;
 	const char *new_name;
 	size_t new_length;
-	uint64_t release;
 };
 
 /*
@@ -710,7 +696,6 @@ static int rename_txn(struct ngnfs_txn *txn, void *arg)
 	bool source_is_dir, target_exists;
 	int ret;
 
-	args->release = 0;
 	ret = ngnfs_inode_write_handle(txn, args->old_dir, "rename", &old_dir);
 	if (ret < 0)
 		return ret;
@@ -783,7 +768,7 @@ static int rename_txn(struct ngnfs_txn *txn, void *arg)
 		}
 		ngnfs_inode_touch(target, NGNFS_TOUCH_CTIME);
 		if (le32toh(target->nlink) == 0) {
-			ret = drop_inode(txn, args->fs, target, &args->release);
+			ret = drop_inode(txn, args->fs, target);
 			if (ret < 0)
 				return ret;
 		}
@@ -827,7 +812,5 @@ int ngnfs_rename(struct ngnfs_fs *fs, const struct ngnfs_handle *old_dir, const 
 	if (is_dot(old_name) || is_dotdot(old_name) || is_dot(new_name) || is_dotdot(new_name))
 		return -EINVAL;
 	ret = ngnfs_txn_run(fs->cache, rename_txn, &args);
-	if (ret == 0 && args.release)
-		ret = ngnfs_inode_release(fs->cache, args.release);
 	return ret;
 }

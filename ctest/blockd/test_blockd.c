@@ -822,6 +822,7 @@ static void case_alloc(void)
 		uint64_t version;
 		bool has_data;
 		uint64_t frees[1] = { blknos[0] };
+		uint8_t got_data[NGNFS_BLOCK_SIZE];
 
 		EXPECT_STATUS(
 		    tc_get(&b, blknos[0], NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
@@ -830,6 +831,23 @@ static void case_alloc(void)
 			      0);
 		statfs(&b, &free1, &reserved);
 		EXPECT_U64("free blocks after FREE", free1, usable);
+		/*
+		 * the freed block reads as zeros, sent although the cached
+		 * version is still the stored one (a stale copy elsewhere
+		 * must not be answered "unchanged")
+		 */
+		memset(got_data, 0xa5, sizeof(got_data));
+		EXPECT_STATUS(tc_get(&b, blknos[0], NGNFS_ACCESS_READ, 1, &version, &has_data,
+				     got_data),
+			      0);
+		EXPECT_U64("version of the freed block", version, 1);
+		if (!has_data)
+			fail("GET of a freed block at its cached version answered unchanged");
+		for (size_t i = 0; i < sizeof(got_data); i++) {
+			if (got_data[i] != 0)
+				fail("a freed block reads nonzero at byte %zu", i);
+		}
+		EXPECT_STATUS(tc_release(&b, blknos[0], NGNFS_ACCESS_NONE), 0);
 		/* freeing again is refused: it is not allocated */
 		EXPECT_STATUS(
 		    tc_get(&b, blknos[0], NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);

@@ -86,11 +86,7 @@ static int free_fn(struct ngnfs_txn *txn, void *arg)
 
 int ngnfs_test_free_inode(struct ngnfs_cache *cache, const struct ngnfs_handle *handle)
 {
-	int ret = ngnfs_txn_run(cache, free_fn, (void *)handle);
-
-	if (ret < 0)
-		return ret;
-	return ngnfs_inode_release(cache, handle->ino);
+	return ngnfs_txn_run(cache, free_fn, (void *)handle);
 }
 
 uint64_t ngnfs_test_seed(const char *what)
