@@ -70,7 +70,9 @@ endforeach()
 #       at ~1400/s)
 #   fsal.e2e_coherence  two gateways on one cluster see each other's
 #       changes at once (up-calls counted in the logs); concurrent creates in
-#       one directory through both keep every entry
+#       one directory through both keep every entry; a third gateway runs
+#       from conf/ganesha.conf (the sample, with only port, paths, grace and
+#       devices changed) and serves a file
 #   fsal.e2e_restart    handles survive a gateway restart; kill -9 in stable
 #       mode loses nothing that was acknowledged
 #   fsal.e2e_outage     a lost UNSTABLE write-back changes the write
@@ -100,7 +102,8 @@ endif()
 foreach(group files bigdir coherence restart outage nfs3)
 	set(timeout 180)
 	set(arguments)
-	set(environment "NGNFS_GANESHA=${NGNFS_GANESHA_NFSD}")
+	set(environment "NGNFS_GANESHA=${NGNFS_GANESHA_NFSD}"
+			"NGNFS_SAMPLE_CONF=${PROJECT_SOURCE_DIR}/conf/ganesha.conf")
 	if(group STREQUAL bigdir)
 		set(timeout 420)
 		set(arguments --entries ${NGNFS_E2E_BIGDIR_ENTRIES} --durability writeback)

@@ -1065,6 +1065,85 @@ static unsigned int count_in_log(struct ganesha_instance *instance, const char *
 	return count;
 }
 
+/*
+ * Replace the one occurrence of from in *text by to; a sample that no
+ * longer has it (or has it twice) fails the test, so the test and
+ * conf/ganesha.conf cannot drift apart silently.
+ */
+static void replace_once(char **text, const char *from, const char *to)
+{
+	char *at = strstr(*text, from);
+	size_t from_length = strlen(from), to_length = strlen(to);
+	char *result;
+
+	check(at != NULL, "conf/ganesha.conf no longer contains \"%s\"", from);
+	check(strstr(at + from_length, from) == NULL, "conf/ganesha.conf has \"%s\" twice", from);
+	result = malloc(strlen(*text) - from_length + to_length + 1);
+	check(result != NULL, "out of memory");
+	memcpy(result, *text, (size_t)(at - *text));
+	memcpy(result + (at - *text), to, to_length);
+	strcpy(result + (at - *text) + to_length, at + from_length);
+	free(*text);
+	*text = result;
+}
+
+/*
+ * The commented sample a site copies (conf/ganesha.conf) starts the stock
+ * daemon as it is, with only what differs on a test machine changed:
+ * where the plugin is, the port and address, the recovery folder, the
+ * grace period, and the device list.  Through it a file is written and
+ * read back, and the export's "mounted" line shows the sample's values.
+ */
+static void test_sample_config_serves(void **state)
+{
+	const char *sample_path = getenv("NGNFS_SAMPLE_CONF");
+	struct ganesha_options options = { .fsal_block = NULL };
+	struct ganesha_instance *instance;
+	struct nfs_context *nfs;
+	char devices[1024] = "Devices = \"";
+	char plugins[1024];
+	char *text;
+	unsigned int i;
+
+	(void)state;
+	check(sample_path != NULL, "NGNFS_SAMPLE_CONF (the path of conf/ganesha.conf) is not set");
+	text = ngnfs_test_read_file(sample_path, NULL);
+	check(text != NULL, "cannot read %s", sample_path);
+	snprintf(plugins, sizeof(plugins), "Plugins_Dir = \"%s\";", config.plugins_dir);
+	replace_once(&text, "Plugins_Dir = /usr/lib/x86_64-linux-gnu/ganesha;", plugins);
+	replace_once(&text, "NFS_Port = 2049;", "NFS_Port = @NFS_PORT@;");
+	replace_once(&text, "# Bind_Addr = 0.0.0.0;", "Bind_Addr = 127.0.0.1;");
+	replace_once(&text, "RecoveryRoot = /var/lib/nfs/ganesha;",
+		     "RecoveryRoot = \"@RECOVERY@\";");
+	replace_once(&text, "# Graceless = false;", "Graceless = true;");
+	for (i = 0; i < ngnfs_test_cluster_device_count(cluster); i++) {
+		size_t length = strlen(devices);
+
+		snprintf(devices + length, sizeof(devices) - length, "%s%s", i ? "," : "",
+			 ngnfs_test_cluster_address(cluster, i));
+	}
+	strncat(devices, "\";", sizeof(devices) - strlen(devices) - 1);
+	replace_once(&text, "Devices = \"127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003\";", devices);
+
+	options.config_template = text;
+	options.pseudo_path = PSEUDO;
+	options.export_path = "/";
+	options.name = "sample-conf";
+	instance = ganesha_instance_start_with(&options);
+	free(text);
+	check(instance != NULL, "the stock daemon did not serve with conf/ganesha.conf");
+	check(count_in_log(instance, "durability=stable cache_size=268435456 "
+				     "writeback_interval_ms=1000") == 1,
+	      "expected the sample's FSAL values in the export's mounted line (log %s)",
+	      ganesha_instance_log_path(instance));
+	nfs = nfs_connect(instance);
+	create_with(nfs, "/sample-conf", (const uint8_t *)"sample", 6);
+	check_file(nfs, "/sample-conf", (const uint8_t *)"sample", 6);
+	nfs_destroy_context(nfs);
+	check(ganesha_instance_stop(instance) == 0,
+	      "the sample-config gateway did not stop cleanly");
+}
+
 static void test_two_gateways_see_each_other(void **state)
 {
 	struct nfs_context *a = nfs_connect(gateway);
@@ -1869,6 +1948,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest coherence_tests[] = {
 		cmocka_unit_test(test_two_gateways_see_each_other),
 		cmocka_unit_test(test_concurrent_creates),
+		cmocka_unit_test(test_sample_config_serves),
 	};
 	const struct CMUnitTest restart_tests[] = {
 		cmocka_unit_test(test_restart_keeps_handles),

@@ -68,6 +68,14 @@ struct ganesha_options {
 	const char *core_extra;
 	/* Extra top-level blocks (EXPORT_DEFAULTS { }, LOG { }, ...). */
 	const char *extra_config;
+	/*
+	 * A whole config file instead of the generated one (the sample a
+	 * site copies, say), written with @NFS_PORT@ replaced by the port the
+	 * harness chose and @RECOVERY@ by a recovery folder of the instance;
+	 * fsal_block, protocols, squash and the *_extra fields are then
+	 * unused.  The caller makes it serve on 127.0.0.1 and pseudo_path.
+	 */
+	const char *config_template;
 	/* Goes into the folder name so a kept folder says who made it. */
 	const char *name;
 	/* Bound on the wait for the daemon to serve; 0 means 20 s. */
