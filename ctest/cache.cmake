@@ -75,6 +75,10 @@
 #       newer set is dropped with it, never sent; sync and take_error report
 #       -EIO, the cache reads the server's old contents, and in stable mode
 #       both writers get -EIO.
+#   read_of_block_in_flight_waits    (fake only) a transaction that reads a
+#       block whose write is in flight and changes another waits for that
+#       write; when it fails, the transaction runs again on the refetched
+#       block, so nothing derived from the lost contents is written.
 #
 # ThreadSanitizer: every cache test carries the label tsan, so the TSan pass
 # of tools/ngnfs-local test (ctest -L tsan in build-tsan, see
@@ -113,7 +117,8 @@ set(NGNFS_CACHE_TESTS
     upgrade_contention_keeps_dirty_sets)
 
 foreach(test ${NGNFS_CACHE_TESTS} session_reset_regrants_dirty write_failure_reported
-	     cow_write_during_writeback cow_revoke_writes_both_in_order cow_first_write_fails)
+	     cow_write_during_writeback cow_revoke_writes_both_in_order cow_first_write_fails
+	     read_of_block_in_flight_waits)
 	add_test(NAME cache.${test} COMMAND test_cache_fake ${test})
 	set_tests_properties(cache.${test} PROPERTIES TIMEOUT 60 LABELS tsan
 			     ENVIRONMENT "${NGNFS_TSAN_ENVIRONMENT}")

@@ -73,9 +73,6 @@
  *    (reserved, no cache entry) is answered with a RELEASE, which loses
  *    the reservation's grant; only a client GETting blocks it was never
  *    told about can cause that.
- *  - A transaction that read a block whose set was being written may
- *    commit changes derived from it before that write is known to have
- *    succeeded.
  *  - Private copies of transactions are not counted against cache_bytes.
  *  - The hash table has a fixed size chosen from cache_bytes.
  *  - The free list of cached blocks keeps their peak number until the

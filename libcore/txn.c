@@ -63,6 +63,7 @@ enum txn_retry {
 	TXN_RETRY_NONE,
 	TXN_RETRY_BLOCK,
 	TXN_RETRY_ALLOC,
+	TXN_RETRY_WRITEBACK, /* a block it only read is in a write still in flight */
 };
 
 struct txn_entry {
@@ -447,6 +448,56 @@ static bool txn_grants_held(struct ngnfs_txn *txn)
 	return true;
 }
 
+/*
+ * A transaction that changes something and only read a block whose write
+ * is still in flight must not commit before that write is known: if it
+ * failed, the block is refetched and what the transaction derived from it
+ * may be wrong, and its own set could be durable first (the set of a
+ * block it wrote is ordered after such a write by copy on write, dirty.c;
+ * a block it only read is in none of its sets).  It runs again once the
+ * write completed, unless it also changes a block of that same write:
+ * its set then follows the write and is lost with it anyway.  Pure
+ * readers (lookups, getattr) install nothing and never wait here.
+ */
+static bool txn_writes_into(struct ngnfs_txn *txn, const struct dirty_set *writing)
+{
+	uint32_t i;
+
+	for (i = 0; i < txn->count; i++) {
+		if (txn->entries[i].mode == NGNFS_ACCESS_WRITE &&
+		    txn->entries[i].block->wb_set == writing)
+			return true;
+	}
+	return false;
+}
+
+static bool txn_reads_in_flight(struct ngnfs_txn *txn)
+{
+	bool changes = false;
+	uint32_t i;
+
+	for (i = 0; i < txn->count; i++) {
+		if (txn->entries[i].mode == NGNFS_ACCESS_WRITE) {
+			changes = true;
+			break;
+		}
+	}
+	if (!changes)
+		return false;
+	for (i = 0; i < txn->count; i++) {
+		struct txn_entry *entry = &txn->entries[i];
+
+		if (entry->mode == NGNFS_ACCESS_READ && entry->block->wb_set &&
+		    !txn_writes_into(txn, entry->block->wb_set)) {
+			txn->retry = TXN_RETRY_WRITEBACK;
+			txn->retry_blkno = entry->blkno;
+			txn->retry_access = NGNFS_ACCESS_READ;
+			return true;
+		}
+	}
+	return false;
+}
+
 /* Install the private copies as one dirty set; returns the set or NULL (lock held). */
 static int txn_install(struct ngnfs_txn *txn, struct dirty_set **set_out)
 {
@@ -563,7 +614,7 @@ static int txn_commit(struct ngnfs_txn *txn)
 	int ret;
 
 	pthread_mutex_lock(&cache->lock);
-	if (!txn_grants_held(txn)) {
+	if (!txn_grants_held(txn) || txn_reads_in_flight(txn)) {
 		pthread_mutex_unlock(&cache->lock);
 		txn_abort(txn);
 		return -EAGAIN;
@@ -667,6 +718,14 @@ static int txn_wait(struct ngnfs_txn *txn)
 				wait_slice(cache, cache_waitq(cache, txn->retry_device),
 					   TXN_WAIT_SLICE_MS);
 		}
+		goto out;
+	}
+	if (txn->retry == TXN_RETRY_WRITEBACK) {
+		struct cache_block *block;
+
+		/* bounded slices: the completion wakes the block's queue */
+		while ((block = cache_lookup(cache, txn->retry_blkno)) && block->wb_set)
+			wait_slice(cache, cache_waitq(cache, block->blkno), TXN_WAIT_SLICE_MS);
 		goto out;
 	}
 	for (;;) {

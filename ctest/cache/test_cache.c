@@ -1512,12 +1512,37 @@ static int test_write_failure_reported(void)
 #ifndef NGNFS_CACHE_TEST_REAL
 /* ---- copy on write of blocks whose set is being written (fake server only) ---- */
 
-/* A background call: sync, sync of one block, or one put, with its result. */
+/* Read from, write what it holds into to: a change derived from a block only read. */
+struct derive_arg {
+	uint64_t from;
+	uint64_t to;
+	uint64_t copied;
+};
+
+static int derive_fn(struct ngnfs_txn *txn, void *arg)
+{
+	struct derive_arg *copy = arg;
+	const void *from;
+	void *to;
+	int ret = ngnfs_txn_read(txn, copy->from, &from);
+
+	if (ret)
+		return ret;
+	memcpy(&copy->copied, from, sizeof(uint64_t));
+	ret = ngnfs_txn_write(txn, copy->to, &to);
+	if (ret)
+		return ret;
+	memcpy(to, &copy->copied, sizeof(uint64_t));
+	return 0;
+}
+
+/* A background call: sync, a put, a get or a copy (BG_COPY: value is the target), with its result.
+ */
 struct bg_call {
 	struct ngnfs_cache *cache;
 	uint64_t blkno;
 	uint64_t value;
-	enum { BG_SYNC, BG_PUT, BG_GET } what;
+	enum { BG_SYNC, BG_PUT, BG_GET, BG_COPY } what;
 	pthread_t thread;
 	pthread_mutex_t lock;
 	bool done;
@@ -1531,6 +1556,11 @@ static void *bg_main(void *arg)
 
 	if (call->what == BG_SYNC) {
 		ret = ngnfs_cache_sync(call->cache);
+	} else if (call->what == BG_COPY) {
+		struct derive_arg copy = { .from = call->blkno, .to = call->value };
+
+		ret = ngnfs_txn_run(call->cache, derive_fn, &copy);
+		call->value = copy.copied;
 	} else if (call->what == BG_GET) {
 		struct get_arg get = { .blkno = call->blkno };
 
@@ -1788,6 +1818,48 @@ static int test_cow_first_write_fails(void)
 }
 #endif
 
+#ifndef NGNFS_CACHE_TEST_REAL
+/*
+ * A transaction that only reads a block whose write is in flight, and
+ * changes another, commits only once that write is known: when the write
+ * fails, it runs again on the refetched block, so no set derived from the
+ * lost contents reaches the server (here: b must never be 2 while a falls
+ * back to 1).
+ */
+static int test_read_of_block_in_flight_waits(void)
+{
+	struct ngnfs_cache *cache = new_cache(NGNFS_DURABILITY_WRITEBACK, 60000, 0);
+	uint64_t a = TEST_BLOCK(0, 1), b = TEST_BLOCK(0, 2);
+	struct bg_call sync, copy;
+	int ret;
+
+	put2(cache, a, 1, b, 0);
+	CHECK(ngnfs_cache_sync(cache) == 0, "expected the first sync to succeed");
+	put(cache, a, 2);
+	fake_server_hold_writes(true);
+	bg_start(&sync, cache, BG_SYNC, 0, 0);
+	wait_held(1, "for the sync of a = 2");
+	bg_start(&copy, cache, BG_COPY, a, b);
+	usleep(200 * 1000);
+	CHECK(!bg_done(&copy),
+	      "expected the copy of a (being written) into b to wait for that write");
+	fake_server_release_writes(-EIO);
+	CHECK(bg_join(&sync) == -EIO, "expected the sync to report the failed write");
+	ret = bg_join(&copy);
+	CHECK(ret == 0 && copy.value == 1,
+	      "expected the copy to run again on the refetched a = 1, got %d and a = %llu", ret,
+	      (unsigned long long)copy.value);
+	fake_server_hold_writes(false);
+	CHECK(ngnfs_cache_sync(cache) == 0, "expected the copy's set to be written");
+	CHECK(server_value(a) == 1 && server_value(b) == 1,
+	      "expected a = 1, b = 1 on the server, got %llu, %llu",
+	      (unsigned long long)server_value(a), (unsigned long long)server_value(b));
+	ngnfs_cache_take_error(cache);
+	ngnfs_cache_destroy(cache);
+	return 0;
+}
+#endif
+
 struct test {
 	const char *name;
 	int (*fn)(void);
@@ -1816,6 +1888,7 @@ static const struct test tests[] = {
 	{ "cow_write_during_writeback", test_cow_write_during_writeback, true },
 	{ "cow_revoke_writes_both_in_order", test_cow_revoke_writes_both_in_order, true },
 	{ "cow_first_write_fails", test_cow_first_write_fails, true },
+	{ "read_of_block_in_flight_waits", test_read_of_block_in_flight_waits, true },
 #endif
 };
 
