@@ -448,17 +448,7 @@ static bool txn_grants_held(struct ngnfs_txn *txn)
 	return true;
 }
 
-/*
- * A transaction that changes something and only read a block whose write
- * is still in flight must not commit before that write is known: if it
- * failed, the block is refetched and what the transaction derived from it
- * may be wrong, and its own set could be durable first (the set of a
- * block it wrote is ordered after such a write by copy on write, dirty.c;
- * a block it only read is in none of its sets).  It runs again once the
- * write completed, unless it also changes a block of that same write:
- * its set then follows the write and is lost with it anyway.  Pure
- * readers (lookups, getattr) install nothing and never wait here.
- */
+/* Whether the transaction changes a block that the write in flight writing carries. */
 static bool txn_writes_into(struct ngnfs_txn *txn, const struct dirty_set *writing)
 {
 	uint32_t i;
@@ -471,6 +461,21 @@ static bool txn_writes_into(struct ngnfs_txn *txn, const struct dirty_set *writi
 	return false;
 }
 
+/*
+ * A transaction that changes something and only read a block whose write
+ * is still in flight must not commit before that write is known: if it
+ * failed, the block is refetched and what the transaction derived from it
+ * may be wrong, and its own set could be durable first (the set of a
+ * block it wrote is ordered after such a write by copy on write, dirty.c;
+ * a block it only read is in none of its sets).  It runs again once the
+ * write completed, unless it also changes a block of that same write:
+ * its set then follows the write and is lost with it anyway.  Pure
+ * readers (lookups, getattr) install nothing and never wait here.
+ *
+ * XXX: a block that other transactions keep writing back to back can hold
+ * such a transaction back for several writes; a dependency of its set on
+ * the write (rather than a wait) would avoid that.
+ */
 static bool txn_reads_in_flight(struct ngnfs_txn *txn)
 {
 	bool changes = false;
