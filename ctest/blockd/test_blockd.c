@@ -837,9 +837,8 @@ static void case_alloc(void)
 		 * must not be answered "unchanged")
 		 */
 		memset(got_data, 0xa5, sizeof(got_data));
-		EXPECT_STATUS(tc_get(&b, blknos[0], NGNFS_ACCESS_READ, 1, &version, &has_data,
-				     got_data),
-			      0);
+		EXPECT_STATUS(
+		    tc_get(&b, blknos[0], NGNFS_ACCESS_READ, 1, &version, &has_data, got_data), 0);
 		EXPECT_U64("version of the freed block", version, 1);
 		if (!has_data)
 			fail("GET of a freed block at its cached version answered unchanged");
