@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commit.h"
 #include "log.h"
@@ -62,6 +63,8 @@ static void *commit_thread(void *arg)
 		batch->next = NULL;
 		pthread_mutex_unlock(&committer->lock);
 
+		if (committer->delay_ms)
+			usleep(committer->delay_ms * 1000U);
 		if (rocksdb_writebatch_count(batch->batch) > 0)
 			rocksdb_write(committer->db, committer->write_options, batch->batch,
 				      &error);
@@ -120,13 +123,14 @@ static void done_callback(evutil_socket_t fd, short what, void *arg)
 }
 
 int commit_start(struct committer *committer, rocksdb_t *db, bool sync, uint32_t max_batch,
-		 struct event_base *base)
+		 uint32_t delay_ms, struct event_base *base)
 {
 	int ret;
 
 	memset(committer, 0, sizeof(*committer));
 	committer->db = db;
 	committer->max_batch = max_batch;
+	committer->delay_ms = delay_ms;
 	committer->write_options = rocksdb_writeoptions_create();
 	rocksdb_writeoptions_set_sync(committer->write_options, sync);
 	pthread_mutex_init(&committer->lock, NULL);

@@ -40,6 +40,7 @@ struct committer {
 	rocksdb_t *db;
 	rocksdb_writeoptions_t *write_options;
 	uint32_t max_batch;
+	uint32_t delay_ms; /* tests only: widens the window of a write in flight */
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
@@ -57,7 +58,7 @@ struct committer {
 };
 
 int commit_start(struct committer *committer, rocksdb_t *db, bool sync, uint32_t max_batch,
-		 struct event_base *base);
+		 uint32_t delay_ms, struct event_base *base);
 /* Writes everything still queued, completes it, and joins the thread. */
 void commit_stop(struct committer *committer);
 

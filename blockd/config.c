@@ -57,6 +57,8 @@ static const struct setting settings[] = {
 	  "RocksDB block cache size, MiB (default 64)" },
 	{ "commit_max_batch", SETTING_U32, FIELD(commit_max_batch), 1, 1000000,
 	  "most requests gathered in one group commit (default 1024)" },
+	{ "commit_delay_ms", SETTING_U32, FIELD(commit_delay_ms), 0, 10000,
+	  "tests only: wait this long before each group commit (default 0)" },
 	{ "total_blocks", SETTING_U64, FIELD(total_blocks), 1, 1ULL << 48,
 	  "device capacity in blocks, fixed when the store is created (default 2^32)" },
 	{ "resolve_timeout_ms", SETTING_U32, FIELD(resolve_timeout_ms), 100, 86400000,

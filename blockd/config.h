@@ -27,6 +27,7 @@ struct blockd_config {
 	bool sync;
 	uint32_t cache_mb;
 	uint32_t commit_max_batch;
+	uint32_t commit_delay_ms; /* tests only */
 	uint64_t total_blocks;
 	uint32_t resolve_timeout_ms;
 };

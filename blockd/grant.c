@@ -111,7 +111,18 @@ static bool conflicts(const struct grant_holder *holder, const struct grant_wait
 
 static bool can_grant(struct block_state *block, const struct grant_waiter *waiter)
 {
-	if (block->pin)
+	/*
+	 * Not while a write of the block waits for the commit thread: if its
+	 * writer's session ended meanwhile (dropping its grant), a grant now
+	 * would hand out the contents and version from before that write, a
+	 * write based on them would pass the base-version check (made against
+	 * the store), and two different blocks would get the same version.  A
+	 * session does not read while it has a request in the commit thread,
+	 * so it rarely sees its end then (an error on sending can); this keeps
+	 * the rule without relying on that.  write_done examines the queue
+	 * again.
+	 */
+	if (block->pin || block->pending_writes)
 		return false;
 	for (unsigned int i = 0; i < block->holder_count; i++) {
 		if (conflicts(&block->holders[i], waiter))

@@ -233,7 +233,8 @@ static int run(struct blockd *server)
 	if (!server->base)
 		return -ENOMEM;
 	ret = commit_start(&server->committer, server->store.db, server->config.sync,
-			   server->config.commit_max_batch, server->base);
+			   server->config.commit_max_batch, server->config.commit_delay_ms,
+			   server->base);
 	if (ret)
 		return ret;
 	ret = alloc_init(server);

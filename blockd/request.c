@@ -402,7 +402,8 @@ static void write_done(struct commit_op *op, int status)
 
 		if (block) {
 			block->pending_writes--;
-			block_state_maybe_free(server, block);
+			/* grants waiting for it (grant.c); frees the state when unused */
+			grant_examine(server, block);
 		}
 	}
 	if (status)
@@ -581,7 +582,7 @@ static void cmpxchg_done(struct commit_op *op, int status)
 		block->pending_writes--;
 		if (status == 0)
 			grant_revoke_readers(server, block, session);
-		block_state_maybe_free(server, block);
+		grant_examine(server, block); /* also frees the state when unused */
 	}
 	if (status)
 		log_error("CMPXCHG of block %llu from %s failed to persist: %s",

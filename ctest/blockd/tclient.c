@@ -364,6 +364,24 @@ int tc_write_full(struct tc *tc, uint8_t phase, uint64_t set_id, const uint16_t 
 	return ret;
 }
 
+int tc_write_send(struct tc *tc, uint64_t blkno, uint64_t base_version, const uint8_t *data)
+{
+	struct ngnfs_block_request block = { .blkno = blkno,
+					     .version = base_version,
+					     .data = data };
+	struct ngnfs_buffer buffer;
+	int ret;
+
+	ngnfs_buffer_init(&buffer);
+	ret = ngnfs_encode_write(&buffer, tc->next_request_id++, 0, NGNFS_WRITE_SINGLE, 0, 0, NULL,
+				 0, &block, 1, NULL, 0);
+	if (ret) {
+		ngnfs_buffer_free(&buffer);
+		return ret;
+	}
+	return tc_send(tc, &buffer);
+}
+
 int tc_write(struct tc *tc, uint64_t blkno, uint64_t base_version, const uint8_t *data,
 	     uint64_t *new_version)
 {

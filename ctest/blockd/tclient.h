@@ -59,6 +59,8 @@ int tc_get(struct tc *tc, uint64_t blkno, uint8_t access, uint64_t cached_versio
 int tc_release(struct tc *tc, uint64_t blkno, uint8_t keep);
 int tc_write(struct tc *tc, uint64_t blkno, uint64_t base_version, const uint8_t *data,
 	     uint64_t *new_version);
+/* Send a one-block WRITE SINGLE and return without waiting for its reply. */
+int tc_write_send(struct tc *tc, uint64_t blkno, uint64_t base_version, const uint8_t *data);
 /* General WRITE: blocks[] with version = base version; frees optional. */
 int tc_write_full(struct tc *tc, uint8_t phase, uint64_t set_id, const uint16_t *participants,
 		  uint16_t participant_count, const struct ngnfs_block_request *blocks,

@@ -544,6 +544,44 @@ static void case_write_read(void)
 	stop(cluster);
 }
 
+/*
+ * A write waiting for the commit thread when its client closes the
+ * connection: nobody gets the block until that write is durable, so the
+ * next writer sees its version and contents, and versions stay unique.
+ * --commit-delay-ms holds every group commit back long enough to close the
+ * writer's connection in the middle.  Two things in blockd keep this true
+ * today: a session does not read (so does not see its EOF) while a request
+ * is in the commit thread, and grants wait for pending writes (grant.c,
+ * can_grant); the test fails only if both go.
+ */
+static void case_grant_waits_for_pending_write(void)
+{
+	const char *extra[] = { "--commit-delay-ms", "500", NULL };
+	struct ngnfs_test_cluster *cluster = start(1, extra);
+	uint8_t data[NGNFS_BLOCK_SIZE], back[NGNFS_BLOCK_SIZE];
+	uint64_t version = 0, new_version = 0;
+	bool has_data;
+	struct tc writer, next;
+
+	format_all(cluster);
+	open_session(&writer, cluster, 0, 0);
+	open_session(&next, cluster, 0, 0);
+	fill(data, 3);
+	EXPECT_STATUS(tc_get(&writer, 7, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
+	EXPECT_STATUS(tc_write_send(&writer, 7, version, data), 0);
+	usleep(100 * 1000); /* the WRITE is in the commit thread's delay */
+	tc_close(&writer);
+	EXPECT_STATUS(tc_get(&next, 7, NGNFS_ACCESS_WRITE, 0, &version, &has_data, back), 0);
+	EXPECT_U64("version seen after the dead session's write", version, 1);
+	if (!has_data || memcmp(back, data, sizeof(data)))
+		fail("the next writer got the contents from before the pending write");
+	fill(data, 4);
+	EXPECT_STATUS(tc_write(&next, 7, version, data, &new_version), 0);
+	EXPECT_U64("version of the next write", new_version, 2);
+	tc_close(&next);
+	stop(cluster);
+}
+
 static void case_write_refused(void)
 {
 	struct ngnfs_test_cluster *cluster = start(1, NULL);
@@ -1667,6 +1705,7 @@ static const struct {
 	{ "hello_wrong_fs_id", case_hello_wrong_fs_id },
 	{ "unformatted", case_unformatted },
 	{ "write_read", case_write_read },
+	{ "grant_waits_for_pending_write", case_grant_waits_for_pending_write },
 	{ "write_refused", case_write_refused },
 	{ "corrupt_block", case_corrupt_block },
 	{ "malformed_frames", case_malformed_frames },
