@@ -79,6 +79,10 @@
 #       block whose write is in flight and changes another waits for that
 #       write; when it fails, the transaction runs again on the refetched
 #       block, so nothing derived from the lost contents is written.
+#   write_in_flight_at_reset_is_resent (fake only) a single-device write in
+#       flight when its session breaks (-ENOTCONN, not applied) is granted
+#       again at its base versions and written again: sync and a stable
+#       writer succeed, the server has the data, no error is recorded.
 #
 # ThreadSanitizer: every cache test carries the label tsan, so the TSan pass
 # of tools/ngnfs-local test (ctest -L tsan in build-tsan, see
@@ -118,7 +122,7 @@ set(NGNFS_CACHE_TESTS
 
 foreach(test ${NGNFS_CACHE_TESTS} session_reset_regrants_dirty write_failure_reported
 	     cow_write_during_writeback cow_revoke_writes_both_in_order cow_first_write_fails
-	     read_of_block_in_flight_waits)
+	     read_of_block_in_flight_waits write_in_flight_at_reset_is_resent)
 	add_test(NAME cache.${test} COMMAND test_cache_fake ${test})
 	set_tests_properties(cache.${test} PROPERTIES TIMEOUT 60 LABELS tsan
 			     ENVIRONMENT "${NGNFS_TSAN_ENVIRONMENT}")

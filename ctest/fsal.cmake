@@ -75,9 +75,10 @@ endforeach()
 #       devices changed) and serves a file
 #   fsal.e2e_restart    handles survive a gateway restart; kill -9 in stable
 #       mode loses nothing that was acknowledged
-#   fsal.e2e_outage     a lost UNSTABLE write-back changes the write
-#       verifier and fails the file's next COMMIT; a dead blockd gives NFS
-#       errors, not a hang, and the gateway works again when it returns
+#   fsal.e2e_outage     a single-device write-back in flight when every
+#       device dies is written again; a lost (multi-device) one changes the
+#       write verifier and fails the file's next COMMIT; a dead blockd gives
+#       NFS errors, not a hang, and the gateway works again when it returns
 #   fsal.e2e_nfs3       the same export over NFSv3 (Protocols = 3, 4), in a
 #       private network and mount namespace (unshare(CLONE_NEWNET |
 #       CLONE_NEWNS), lo up, a tmpfs on /run) with its own `rpcbind -f -w`,

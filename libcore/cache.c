@@ -61,14 +61,19 @@
  * transaction has locked keeps its buffer until the unlock and the
  * transaction runs again) and records the error for
  * ngnfs_cache_take_error, and stable-mode waiters of all of them get it.
+ * The exception is a single-device WRITE that failed because its session
+ * broke (-ENOTCONN): it may not have been applied, so it is handled like
+ * the idle dirty sets of that reset (regrant_in_doubt).
  * After a session reset, dirty blocks are re-granted at their base
  * version for up to CACHE_REGRANT_MS; a moved version means someone else
  * wrote the block and the set is dropped.
  *
  * XXX:
- *  - A write in flight when its session breaks fails with -ENOTCONN and
- *    the set is dropped, although a single-device WRITE may have been
- *    applied; comparing the server's data with ours would tell.
+ *  - A single-device WRITE in flight when its session breaks is asked
+ *    about by regranting at the base versions: when blockd did apply it,
+ *    the moved version drops the set (an error although the data is
+ *    there); comparing the server's data with ours would tell.  A
+ *    multi-device set in flight is dropped.
  *  - A revocation of a block that sits unused in the allocation pool
  *    (reserved, no cache entry) is answered with a RELEASE, which loses
  *    the reservation's grant; only a client GETting blocks it was never
@@ -108,6 +113,7 @@ static void cache_get_done(void *arg, int status, uint64_t blkno, uint64_t versi
 			   const uint8_t *data);
 static void revoke_progress(struct ngnfs_cache *cache, struct cache_block *block,
 			    struct cache_action **actions);
+static uint16_t set_device(const struct ngnfs_cache *cache, const struct dirty_set *set);
 
 uint64_t cache_now_ms(void)
 {
@@ -666,12 +672,38 @@ void cache_block_unlocked(struct ngnfs_cache *cache, struct cache_block *block,
 	}
 }
 
+/* The set's blocks on device ask for their write grants again (flusher_regrant). */
+static void regrant_in_doubt(struct ngnfs_cache *cache, struct dirty_set *set, uint16_t device)
+{
+	struct cache_list *node;
+	unsigned int count = 0;
+
+	for (node = set->blocks.next; node != &set->blocks; node = node->next) {
+		struct cache_block *block = cache_list_entry(node, struct cache_block, set_entry);
+
+		if (ngnfs_blkno_device(block->blkno) != device || block->regrant)
+			continue;
+		block->access = NGNFS_ACCESS_NONE;
+		block->revoke_pending = false;
+		block->regrant = true;
+		block->regrant_deadline_ms = cache_now_ms() + CACHE_REGRANT_MS;
+		cache->regrants++;
+		count++;
+	}
+	ngnfs_cache_log("a write of %u blocks to device %u was in flight when its session broke: "
+			"asking for %u grants again at their base versions to learn whether it "
+			"was applied\n",
+			set->block_count, device, count);
+}
+
 static void cache_write_done(void *arg, int status, const uint64_t *versions)
 {
 	struct dirty_set *set = arg;
 	struct ngnfs_cache *cache = set->cache;
 	struct cache_action *actions = NULL;
 	bool newer = false;
+	bool in_doubt;
+	uint16_t device;
 	uint32_t i;
 
 	pthread_mutex_lock(&cache->lock);
@@ -680,11 +712,22 @@ static void cache_write_done(void *arg, int status, const uint64_t *versions)
 		cache->flusher_inflight--;
 		cache_kick_flusher(cache);
 	}
-	if (status == -EBUSY) {
+	device = set_device(cache, set);
+	in_doubt = status == -ENOTCONN && device != cache->device_count;
+	if (status == -EBUSY || in_doubt) {
 		/*
-		 * A block is still pinned to our previous multi-device set,
-		 * whose participants apply it after the commit point: nothing
-		 * was written, so write the set again shortly.
+		 * -EBUSY: a block is still pinned to our previous multi-device
+		 * set, whose participants apply it after the commit point:
+		 * nothing was written, so write the set again shortly.
+		 *
+		 * -ENOTCONN of a single-device WRITE: the session broke with
+		 * the write in flight, which blockd may or may not have
+		 * applied.  The set stays dirty and its blocks ask for their
+		 * grants again at their base versions, like the dirty blocks
+		 * the session reset found idle: an unchanged version means the
+		 * write never happened and the set is written again; a moved
+		 * one drops the set as for any block changed underneath
+		 * (cache_get_done), with the error reported.
 		 */
 		struct cache_block **written = set->written;
 		uint32_t count = set->written_count;
@@ -719,9 +762,11 @@ static void cache_write_done(void *arg, int status, const uint64_t *versions)
 			cache_wake_block(cache, block->blkno);
 		}
 		free(written);
+		if (in_doubt)
+			regrant_in_doubt(cache, set, device);
 		set->flush_wanted = true;
 		set->flush_release |= release;
-		set->not_before_ms = cache_now_ms() + CACHE_BUSY_RETRY_MS;
+		set->not_before_ms = in_doubt ? 0 : cache_now_ms() + CACHE_BUSY_RETRY_MS;
 		pthread_cond_broadcast(&cache->idle_cond);
 		cache_kick_flusher(cache);
 		pthread_mutex_unlock(&cache->lock);

@@ -1860,6 +1860,56 @@ static int test_read_of_block_in_flight_waits(void)
 }
 #endif
 
+#ifndef NGNFS_CACHE_TEST_REAL
+/*
+ * A single-device write in flight when its session breaks (-ENOTCONN,
+ * never applied by the server) is not lost: its blocks are granted again
+ * at their base versions and the set is written again, so the sync waiting
+ * for it succeeds and the server gets the data; a stable writer waiting on
+ * such a set gets success too.
+ */
+static int test_write_in_flight_at_reset_is_resent(void)
+{
+	struct ngnfs_cache *cache = new_cache(NGNFS_DURABILITY_WRITEBACK, 60000, 0);
+	struct ngnfs_cache *stable = new_cache(NGNFS_DURABILITY_STABLE, 0, 0);
+	uint64_t a = TEST_BLOCK(0, 1), b = TEST_BLOCK(0, 2), c = TEST_BLOCK(0, 3);
+	struct bg_call sync, writer;
+	int ret;
+
+	put2(cache, a, 1, b, 1);
+	CHECK(ngnfs_cache_sync(cache) == 0, "expected the first sync to succeed");
+	put2(cache, a, 2, b, 2);
+	fake_server_hold_writes(true);
+	bg_start(&sync, cache, BG_SYNC, 0, 0);
+	wait_held(1, "for the sync of {a=2, b=2}");
+	fake_client_reset_session(ngnfs_cache_client(cache), 0);
+	fake_server_hold_writes(false);
+	fake_server_release_writes(-ENOTCONN);
+	ret = bg_join(&sync);
+	CHECK(ret == 0, "expected the sync to succeed once the set was written again, got %d",
+	      ret);
+	CHECK(server_value(a) == 2 && server_value(b) == 2,
+	      "expected a = 2, b = 2 on the server, got %llu, %llu",
+	      (unsigned long long)server_value(a), (unsigned long long)server_value(b));
+	CHECK(ngnfs_cache_take_error(cache) == 0, "expected no write-back failure recorded");
+
+	put(stable, c, 1);
+	fake_server_hold_writes(true);
+	bg_start(&writer, stable, BG_PUT, c, 2);
+	wait_held(1, "for the stable write of c = 2");
+	fake_client_reset_session(ngnfs_cache_client(stable), 0);
+	fake_server_hold_writes(false);
+	fake_server_release_writes(-ENOTCONN);
+	ret = bg_join(&writer);
+	CHECK(ret == 0, "expected the stable writer to succeed after the resend, got %d", ret);
+	CHECK(server_value(c) == 2, "expected c = 2 on the server, got %llu",
+	      (unsigned long long)server_value(c));
+	ngnfs_cache_destroy(stable);
+	ngnfs_cache_destroy(cache);
+	return 0;
+}
+#endif
+
 struct test {
 	const char *name;
 	int (*fn)(void);
@@ -1889,6 +1939,7 @@ static const struct test tests[] = {
 	{ "cow_revoke_writes_both_in_order", test_cow_revoke_writes_both_in_order, true },
 	{ "cow_first_write_fails", test_cow_first_write_fails, true },
 	{ "read_of_block_in_flight_waits", test_read_of_block_in_flight_waits, true },
+	{ "write_in_flight_at_reset_is_resent", test_write_in_flight_at_reset_is_resent, true },
 #endif
 };
 

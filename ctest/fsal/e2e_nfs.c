@@ -1461,38 +1461,40 @@ static void test_unstable_commit_kill9(void **state)
 
 /* ---- outage group ----------------------------------------------------- */
 
-/*
- * A lost write-back changes the write verifier.  A raw UNSTABLE WRITE in
- * the stable export is answered from libcore's cache and held back for
- * Writeback_Interval_Ms (1 s); every device is stopped (SIGSTOP) at once,
- * so the interval's write-back goes into sockets nobody reads, then
- * killed, so that write fails with its sessions and libcore drops the
- * set.  Once the devices are back, the next WRITE must carry another
- * verifier than the first (a client then resends what it had not seen
- * committed), the file's COMMIT must report the loss once (NFS4ERR_IO),
- * and the resent data must be committed and read back.
- */
-static void test_lost_writeback_changes_verifier(void **state)
+/* An UNSTABLE WRITE, retried while restarted devices come back (bounded). */
+static void write_unstable(struct nfs42_client *client, const struct nfs42_fh *fh,
+			   const uint8_t *data, size_t length, struct nfs42_write_result *written)
 {
-	enum { RAW = 4096 };
-	struct nfs_context *nfs = nfs_connect(gateway);
-	struct nfs42_client *client = xattr_connect(gateway, 0);
-	unsigned int devices = ngnfs_test_cluster_device_count(cluster);
-	struct nfs42_write_result first, again;
-	uint8_t committed[NFS42_VERIFIER_SIZE];
-	uint8_t data[RAW];
-	struct nfs42_fh raw_fh;
-	uint64_t started;
-	unsigned int i;
+	uint64_t started = now_ms();
 	int ret;
 
-	(void)state;
-	create_with(nfs, "/lost-writeback", NULL, 0);
-	check_x(client, nfs42_lookup(client, PSEUDO "/lost-writeback", &raw_fh));
-	fill_pattern(data, RAW, 5151);
-	check_x(client, nfs42_write(client, &raw_fh, 0, data, RAW, NFS42_UNSTABLE, &first));
-	check(first.committed == NFS42_UNSTABLE, "expected the write answered UNSTABLE, got %u",
-	      first.committed);
+	for (;;) {
+		ret = nfs42_write(client, fh, 0, data, length, NFS42_UNSTABLE, written);
+		if (ret == 0 || now_ms() - started > 30000)
+			break;
+		sleep_ms(200);
+	}
+	check(ret == 0, "expected the WRITE to succeed once the devices are back, got %d (%s): %s",
+	      ret, strerror(-ret), nfs42_last_error(client));
+}
+
+/*
+ * An UNSTABLE WRITE of length bytes at 0, answered from libcore's cache and
+ * held back for Writeback_Interval_Ms (1 s) in the stable export; then
+ * every device is stopped (SIGSTOP) at once, so the interval's write-back
+ * goes into sockets nobody reads, killed, so that write fails with its
+ * sessions (-ENOTCONN, never applied), and restarted.
+ */
+static void outage_with_write_in_flight(struct nfs42_client *client, const struct nfs42_fh *fh,
+					const uint8_t *data, size_t length,
+					struct nfs42_write_result *written)
+{
+	unsigned int devices = ngnfs_test_cluster_device_count(cluster);
+	unsigned int i;
+
+	write_unstable(client, fh, data, length, written);
+	check(written->committed == NFS42_UNSTABLE, "expected the write answered UNSTABLE, got %u",
+	      written->committed);
 	for (i = 0; i < devices; i++)
 		check(ngnfs_test_cluster_kill(cluster, i, SIGSTOP) == 0, "SIGSTOP device %u", i);
 	sleep_ms(2500); /* past the interval: the write-back is in flight */
@@ -1500,31 +1502,61 @@ static void test_lost_writeback_changes_verifier(void **state)
 		check(ngnfs_test_cluster_kill(cluster, i, SIGKILL) == 0, "SIGKILL device %u", i);
 	for (i = 0; i < devices; i++)
 		check(ngnfs_test_cluster_restart(cluster, i) == 0, "restart device %u", i);
+}
 
-	/* the client sees another verifier and resends (bounded: reclaim grace) */
-	started = now_ms();
-	for (;;) {
-		ret = nfs42_write(client, &raw_fh, 0, data, RAW, NFS42_UNSTABLE, &again);
-		if (ret == 0 || now_ms() - started > 30000)
-			break;
-		sleep_ms(200);
-	}
-	check(ret == 0,
-	      "expected the resent WRITE to succeed once the devices are back, got %d "
-	      "(%s): %s",
-	      ret, strerror(-ret), nfs42_last_error(client));
+/*
+ * Write-backs in flight when every device dies.  A one-block write (a
+ * single-device set: the file's inode and block 0 live on its directory's
+ * device) is not lost: the gateway asks for its grants again at the base
+ * versions, finds it never applied and writes it again, so the verifier
+ * stays, COMMIT succeeds and the data reads back.  A two-block write (a
+ * multi-device set: block 1 is on the next device) in flight is dropped:
+ * the next WRITE must carry another verifier (a client then resends what
+ * it had not seen committed), the file's COMMIT must report the loss once
+ * (NFS4ERR_IO), and the resent data must be committed and read back.
+ */
+static void test_writeback_in_flight_at_outage(void **state)
+{
+	enum { ONE = 4096, TWO = 8192 };
+	struct nfs_context *nfs = nfs_connect(gateway);
+	struct nfs42_client *client = xattr_connect(gateway, 0);
+	struct nfs42_write_result first, again;
+	uint8_t committed[NFS42_VERIFIER_SIZE];
+	uint8_t data[TWO];
+	struct nfs42_fh one_fh, two_fh;
+	int ret;
+
+	(void)state;
+	create_with(nfs, "/in-flight-one", NULL, 0);
+	create_with(nfs, "/in-flight-two", NULL, 0);
+	check_x(client, nfs42_lookup(client, PSEUDO "/in-flight-one", &one_fh));
+	check_x(client, nfs42_lookup(client, PSEUDO "/in-flight-two", &two_fh));
+
+	fill_pattern(data, ONE, 5150);
+	outage_with_write_in_flight(client, &one_fh, data, ONE, &first);
+	write_unstable(client, &one_fh, data, ONE, &again);
+	check(memcmp(first.verifier, again.verifier, NFS42_VERIFIER_SIZE) == 0,
+	      "the verifier changed although the one-block write in flight was written again");
+	check_x(client, nfs42_commit(client, &one_fh, committed));
+	check(memcmp(again.verifier, committed, NFS42_VERIFIER_SIZE) == 0,
+	      "COMMIT answered another verifier than the WRITEs");
+	check_file(nfs, "/in-flight-one", data, ONE);
+
+	fill_pattern(data, TWO, 5151);
+	outage_with_write_in_flight(client, &two_fh, data, TWO, &first);
+	write_unstable(client, &two_fh, data, TWO, &again);
 	check(memcmp(first.verifier, again.verifier, NFS42_VERIFIER_SIZE) != 0,
 	      "the verifier did not change after the gateway lost an UNSTABLE write-back: a "
 	      "client would take a later COMMIT as covering the lost data");
-	ret = nfs42_commit(client, &raw_fh, committed);
+	ret = nfs42_commit(client, &two_fh, committed);
 	check(ret != 0 && nfs42_last_status(client) == NFS42_ERR_IO,
 	      "expected the first COMMIT after the loss to fail with NFS4ERR_IO, got %d, status "
 	      "%u",
 	      ret, nfs42_last_status(client));
-	check_x(client, nfs42_commit(client, &raw_fh, committed));
+	check_x(client, nfs42_commit(client, &two_fh, committed));
 	check(memcmp(again.verifier, committed, NFS42_VERIFIER_SIZE) == 0,
 	      "COMMIT answered another verifier than the resent WRITE");
-	check_file(nfs, "/lost-writeback", data, RAW);
+	check_file(nfs, "/in-flight-two", data, TWO);
 	check_x(client, nfs42_disconnect(client));
 	nfs_destroy_context(nfs);
 }
@@ -1956,7 +1988,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_unstable_commit_kill9),
 	};
 	const struct CMUnitTest outage_tests[] = {
-		cmocka_unit_test(test_lost_writeback_changes_verifier),
+		cmocka_unit_test(test_writeback_in_flight_at_outage),
 		cmocka_unit_test(test_blockd_outage),
 	};
 	const struct CMUnitTest nfs3_tests[] = {
