@@ -1886,8 +1886,7 @@ static int test_write_in_flight_at_reset_is_resent(void)
 	fake_server_hold_writes(false);
 	fake_server_release_writes(-ENOTCONN);
 	ret = bg_join(&sync);
-	CHECK(ret == 0, "expected the sync to succeed once the set was written again, got %d",
-	      ret);
+	CHECK(ret == 0, "expected the sync to succeed once the set was written again, got %d", ret);
 	CHECK(server_value(a) == 2 && server_value(b) == 2,
 	      "expected a = 2, b = 2 on the server, got %llu, %llu",
 	      (unsigned long long)server_value(a), (unsigned long long)server_value(b));
