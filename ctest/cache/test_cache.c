@@ -1816,9 +1816,7 @@ static int test_cow_first_write_fails(void)
 	ngnfs_cache_destroy(cache);
 	return 0;
 }
-#endif
 
-#ifndef NGNFS_CACHE_TEST_REAL
 /*
  * A transaction that only reads a block whose write is in flight, and
  * changes another, commits only once that write is known: when the write
@@ -1858,9 +1856,7 @@ static int test_read_of_block_in_flight_waits(void)
 	ngnfs_cache_destroy(cache);
 	return 0;
 }
-#endif
 
-#ifndef NGNFS_CACHE_TEST_REAL
 /*
  * A single-device write in flight when its session breaks (-ENOTCONN,
  * never applied by the server) is not lost: its blocks are granted again
