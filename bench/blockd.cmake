@@ -10,3 +10,8 @@ if(TARGET blockd AND TARGET ngnfs_test_harness AND TARGET ngnfs_test_tclient)
 				   NGNFS_BLOCKD_PATH="$<TARGET_FILE:blockd>")
 	add_dependencies(bench_blockd blockd)
 endif()
+
+# What one durable write costs below blockd (fdatasync, RocksDB synced
+# batch); docs/performance.md, "Where a stable operation's time goes".
+add_executable(wal_sync_bench ${CMAKE_CURRENT_SOURCE_DIR}/blockd/wal_sync_bench.c)
+target_link_libraries(wal_sync_bench PRIVATE PkgConfig::ROCKSDB)

@@ -712,8 +712,9 @@ static void cache_write_done(void *arg, int status, const uint64_t *versions)
 		cache->flusher_inflight--;
 		cache_kick_flusher(cache);
 	}
-	device = set_device(cache, set);
-	in_doubt = status == -ENOTCONN && device != cache->device_count;
+	/* set_device walks the set: only for the failure that needs it */
+	device = status == -ENOTCONN ? set_device(cache, set) : cache->device_count;
+	in_doubt = device != cache->device_count;
 	if (status == -EBUSY || in_doubt) {
 		/*
 		 * -EBUSY: a block is still pinned to our previous multi-device

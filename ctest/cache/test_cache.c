@@ -1622,6 +1622,23 @@ static void wait_held(unsigned int count, const char *what)
 	      fake_server_held_writes());
 }
 
+/* Hold the server's writes, start a background call and wait until its write is held. */
+static void start_held(struct bg_call *call, struct ngnfs_cache *cache, int what, uint64_t blkno,
+		       uint64_t value, const char *held_what)
+{
+	fake_server_hold_writes(true);
+	bg_start(call, cache, what, blkno, value);
+	wait_held(1, held_what);
+}
+
+/* The cache's session breaks with its write held, which then fails unapplied. */
+static void reset_under_held_write(struct ngnfs_cache *cache)
+{
+	fake_client_reset_session(ngnfs_cache_client(cache), 0);
+	fake_server_hold_writes(false);
+	fake_server_release_writes(-ENOTCONN);
+}
+
 /*
  * A change to a block whose set is being written does not wait for the
  * write; the write in flight carries the old bytes, the newer set the new
@@ -1640,9 +1657,7 @@ static int test_cow_write_during_writeback(void)
 	int ret;
 
 	put2(cache, a, 1, b, 1);
-	fake_server_hold_writes(true);
-	bg_start(&sync, cache, BG_SYNC, 0, 0);
-	wait_held(1, "for the sync of {a=1, b=1}");
+	start_held(&sync, cache, BG_SYNC, 0, 0, "for the sync of {a=1, b=1}");
 
 	before = counters_of(cache);
 	start = now_ms();
@@ -1685,9 +1700,7 @@ static int test_cow_write_during_writeback(void)
 	/* Stable: the second writer waits for its own (newer) set, not the first. */
 	fake_server_hold_writes(false);
 	put(stable, c, 1);
-	fake_server_hold_writes(true);
-	bg_start(&first, stable, BG_PUT, c, 2);
-	wait_held(1, "for the stable write of c = 2");
+	start_held(&first, stable, BG_PUT, c, 2, "for the stable write of c = 2");
 	before = counters_of(stable);
 	bg_start(&second, stable, BG_PUT, c, 3);
 	usleep(200 * 1000);
@@ -1726,9 +1739,7 @@ static int test_cow_revoke_writes_both_in_order(void)
 	int ret;
 
 	put(cache, a, 1);
-	fake_server_hold_writes(true);
-	bg_start(&sync, cache, BG_SYNC, 0, 0);
-	wait_held(1, "for the sync of a = 1");
+	start_held(&sync, cache, BG_SYNC, 0, 0, "for the sync of a = 1");
 	put(cache, a, 2);
 
 	/* The other client's read revokes our write grant on a. */
@@ -1776,9 +1787,7 @@ static int test_cow_first_write_fails(void)
 	put2(cache, a, 1, b, 1);
 	CHECK(ngnfs_cache_sync(cache) == 0, "expected the first sync to succeed");
 	put2(cache, a, 2, b, 2);
-	fake_server_hold_writes(true);
-	bg_start(&sync, cache, BG_SYNC, 0, 0);
-	wait_held(1, "for the sync of {a=2, b=2}");
+	start_held(&sync, cache, BG_SYNC, 0, 0, "for the sync of {a=2, b=2}");
 	put(cache, a, 3);
 	fake_server_release_writes(-EIO);
 	ret = bg_join(&sync);
@@ -1796,9 +1805,7 @@ static int test_cow_first_write_fails(void)
 
 	fake_server_hold_writes(false);
 	put(stable, c, 1);
-	fake_server_hold_writes(true);
-	bg_start(&first, stable, BG_PUT, c, 2);
-	wait_held(1, "for the stable write of c = 2");
+	start_held(&first, stable, BG_PUT, c, 2, "for the stable write of c = 2");
 	bg_start(&second, stable, BG_PUT, c, 3);
 	usleep(200 * 1000);
 	CHECK(!bg_done(&second), "expected the second stable writer to wait for durability");
@@ -1834,9 +1841,7 @@ static int test_read_of_block_in_flight_waits(void)
 	put2(cache, a, 1, b, 0);
 	CHECK(ngnfs_cache_sync(cache) == 0, "expected the first sync to succeed");
 	put(cache, a, 2);
-	fake_server_hold_writes(true);
-	bg_start(&sync, cache, BG_SYNC, 0, 0);
-	wait_held(1, "for the sync of a = 2");
+	start_held(&sync, cache, BG_SYNC, 0, 0, "for the sync of a = 2");
 	bg_start(&copy, cache, BG_COPY, a, b);
 	usleep(200 * 1000);
 	CHECK(!bg_done(&copy),
@@ -1875,12 +1880,8 @@ static int test_write_in_flight_at_reset_is_resent(void)
 	put2(cache, a, 1, b, 1);
 	CHECK(ngnfs_cache_sync(cache) == 0, "expected the first sync to succeed");
 	put2(cache, a, 2, b, 2);
-	fake_server_hold_writes(true);
-	bg_start(&sync, cache, BG_SYNC, 0, 0);
-	wait_held(1, "for the sync of {a=2, b=2}");
-	fake_client_reset_session(ngnfs_cache_client(cache), 0);
-	fake_server_hold_writes(false);
-	fake_server_release_writes(-ENOTCONN);
+	start_held(&sync, cache, BG_SYNC, 0, 0, "for the sync of {a=2, b=2}");
+	reset_under_held_write(cache);
 	ret = bg_join(&sync);
 	CHECK(ret == 0, "expected the sync to succeed once the set was written again, got %d", ret);
 	CHECK(server_value(a) == 2 && server_value(b) == 2,
@@ -1889,12 +1890,8 @@ static int test_write_in_flight_at_reset_is_resent(void)
 	CHECK(ngnfs_cache_take_error(cache) == 0, "expected no write-back failure recorded");
 
 	put(stable, c, 1);
-	fake_server_hold_writes(true);
-	bg_start(&writer, stable, BG_PUT, c, 2);
-	wait_held(1, "for the stable write of c = 2");
-	fake_client_reset_session(ngnfs_cache_client(stable), 0);
-	fake_server_hold_writes(false);
-	fake_server_release_writes(-ENOTCONN);
+	start_held(&writer, stable, BG_PUT, c, 2, "for the stable write of c = 2");
+	reset_under_held_write(stable);
 	ret = bg_join(&writer);
 	CHECK(ret == 0, "expected the stable writer to succeed after the resend, got %d", ret);
 	CHECK(server_value(c) == 2, "expected c = 2 on the server, got %llu",
