@@ -116,6 +116,21 @@ const char *__lsan_default_suppressions(void)
 
 /* ---- helpers ---------------------------------------------------------- */
 
+/*
+ * A failed check is often timing (an outage, a regrant, a retry bound):
+ * what the gateways and devices logged is the only way to tell afterwards,
+ * and their folders go at teardown, so print their tails at the failure.
+ */
+static void print_service_logs(void)
+{
+	if (gateway)
+		ganesha_instance_print_log_tail(gateway, 40);
+	if (gateway_b)
+		ganesha_instance_print_log_tail(gateway_b, 40);
+	if (cluster)
+		ngnfs_test_cluster_dump_logs(cluster, 3000);
+}
+
 #define check(condition, ...)                                                                      \
 	do {                                                                                       \
 		if (!(condition)) {                                                                \
@@ -123,6 +138,7 @@ const char *__lsan_default_suppressions(void)
 				      #condition);                                                 \
 			print_message(__VA_ARGS__);                                                \
 			print_message("\n");                                                       \
+			print_service_logs();                                                      \
 			fail();                                                                    \
 		}                                                                                  \
 	} while (0)

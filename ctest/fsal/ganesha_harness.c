@@ -217,7 +217,12 @@ static void print_file_tail(const char *path, unsigned int line_count)
 void ganesha_instance_print_log_tail(const struct ganesha_instance *instance,
 				     unsigned int line_count)
 {
+	char stdout_path[GANESHA_PATH_MAX + 16];
+
 	print_file_tail(instance->log_path, line_count);
+	/* libcore's own messages (ngnfs cache: ...) go to the daemon's stderr */
+	snprintf(stdout_path, sizeof(stdout_path), "%s/stdout", instance->dir);
+	print_file_tail(stdout_path, line_count);
 }
 
 /* options->config_template, with @NFS_PORT@ and @RECOVERY@ filled in. */

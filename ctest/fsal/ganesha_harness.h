@@ -132,7 +132,10 @@ const char *ganesha_instance_url_base(const struct ganesha_instance *instance);
 int ganesha_instance_url(const struct ganesha_instance *instance, const char *relative_path,
 			 const char *extra_query, char *buffer, size_t buffer_size);
 
-/* Print the last line_count lines of the instance's log to stderr. */
+/*
+ * Print the last line_count lines of the instance's log, and of its
+ * stdout and stderr (where libcore writes), to stderr.
+ */
 void ganesha_instance_print_log_tail(const struct ganesha_instance *instance,
 				     unsigned int line_count);
 
