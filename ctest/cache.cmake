@@ -83,6 +83,12 @@
 #       flight when its session breaks (-ENOTCONN, not applied) is granted
 #       again at its base versions and written again: sync and a stable
 #       writer succeed, the server has the data, no error is recorded.
+#   multi_device_write_at_reset_is_resent (fake only) a two-device set whose
+#       write fails with -ENOTCONN (never committed) is written again once
+#       the broken session's block is granted again, with no error recorded.
+#   grant_lost_under_committed_write (fake only) a two-device set commits
+#       although a session reset took one block's grant meanwhile; the next
+#       change of that block asks for the grant again and is written.
 #
 # ThreadSanitizer: every cache test carries the label tsan, so the TSan pass
 # of tools/ngnfs-local test (ctest -L tsan in build-tsan, see
@@ -122,7 +128,8 @@ set(NGNFS_CACHE_TESTS
 
 foreach(test ${NGNFS_CACHE_TESTS} session_reset_regrants_dirty write_failure_reported
 	     cow_write_during_writeback cow_revoke_writes_both_in_order cow_first_write_fails
-	     read_of_block_in_flight_waits write_in_flight_at_reset_is_resent)
+	     read_of_block_in_flight_waits write_in_flight_at_reset_is_resent
+	     multi_device_write_at_reset_is_resent grant_lost_under_committed_write)
 	add_test(NAME cache.${test} COMMAND test_cache_fake ${test})
 	set_tests_properties(cache.${test} PROPERTIES TIMEOUT 60 LABELS tsan
 			     ENVIRONMENT "${NGNFS_TSAN_ENVIRONMENT}")

@@ -93,8 +93,14 @@ struct cache_block {
 	bool dirty;
 	bool writeback; /* a write in flight carries it (wb_set) */
 	bool regrant;	/* session reset: dirty copy waits for its grant again */
-	bool freed;	/* freed by a committed transaction, leaves with its set */
-	bool reserved;	/* from ALLOC and never written: a free just returns it */
+	/*
+	 * Its session broke while a write carried it (writeback): whatever
+	 * that write's outcome, the server no longer counts this cache as
+	 * the block's holder.
+	 */
+	bool grant_lost;
+	bool freed;    /* freed by a committed transaction, leaves with its set */
+	bool reserved; /* from ALLOC and never written: a free just returns it */
 	/*
 	 * Its dirty change was lost while a transaction had it locked: the
 	 * data goes at the last unlock, and nobody may take it meanwhile.
@@ -193,6 +199,7 @@ struct ngnfs_cache {
 	size_t cache_bytes;
 	enum ngnfs_durability durability;
 	uint32_t writeback_interval_ms;
+	uint32_t reclaim_timeout_ms;
 	uint32_t alloc_batch;
 	uint16_t device_count;
 

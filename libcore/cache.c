@@ -61,19 +61,23 @@
  * transaction has locked keeps its buffer until the unlock and the
  * transaction runs again) and records the error for
  * ngnfs_cache_take_error, and stable-mode waiters of all of them get it.
- * The exception is a single-device WRITE that failed because its session
- * broke (-ENOTCONN): it may not have been applied, so it is handled like
- * the idle dirty sets of that reset (regrant_in_doubt).
+ * The exception is a write that failed because a session broke
+ * (-ENOTCONN): a single-device WRITE may not have been applied, and a
+ * multi-device set whose STAGE failed was never committed, so either is
+ * handled like the idle dirty sets of that reset (regrant_in_doubt).
  * After a session reset, dirty blocks are re-granted at their base
- * version for up to CACHE_REGRANT_MS; a moved version means someone else
- * wrote the block and the set is dropped.
+ * version for up to reclaim_timeout_ms (30 s unless configured); a moved
+ * version means someone else wrote the block and the set is dropped.
+ * A block whose session broke while a write carried it (grant_lost) has
+ * no grant afterwards, whatever became of the write.
  *
  * XXX:
  *  - A single-device WRITE in flight when its session breaks is asked
  *    about by regranting at the base versions: when blockd did apply it,
  *    the moved version drops the set (an error although the data is
  *    there); comparing the server's data with ours would tell.  A
- *    multi-device set in flight is dropped.
+ *    multi-device set whose COMMIT stays unanswered (client.c retries it
+ *    for 30 s) is dropped, although it may have been committed.
  *  - A revocation of a block that sits unused in the allocation pool
  *    (reserved, no cache entry) is answered with a RELEASE, which loses
  *    the reservation's grant; only a client GETting blocks it was never
@@ -104,8 +108,8 @@
 #define CACHE_GROUP_MAX_BLOCKS NGNFS_MSG_MAX_BLOCKS
 #define CACHE_FLUSHER_IDLE_MS  1000
 /* How long a dirty block may wait for its grant after a session reset. */
-#define CACHE_REGRANT_MS       30000
-#define CACHE_REGRANT_RETRY_MS 100
+#define CACHE_DEFAULT_RECLAIM_TIMEOUT_MS 30000
+#define CACHE_REGRANT_RETRY_MS		 100
 /* A set refused with -EBUSY (pinned by our previous set) is sent again after this. */
 #define CACHE_BUSY_RETRY_MS 5
 
@@ -574,6 +578,10 @@ static void lose_set(struct ngnfs_cache *cache, struct dirty_set *set, int error
 		if (block->regrant)
 			cache->regrants--;
 		block->regrant = false;
+		if (block->grant_lost && !block->writeback) {
+			block->grant_lost = false;
+			block->access = NGNFS_ACCESS_NONE;
+		}
 		if (block->freed && block->writeback) {
 			/*
 			 * Freed on top of another set's write in flight, which
@@ -672,28 +680,67 @@ void cache_block_unlocked(struct ngnfs_cache *cache, struct cache_block *block,
 	}
 }
 
-/* The set's blocks on device ask for their write grants again (flusher_regrant). */
-static void regrant_in_doubt(struct ngnfs_cache *cache, struct dirty_set *set, uint16_t device)
+/*
+ * The set's blocks whose session broke under the write (grant_lost; for a
+ * single-device set in doubt, every block of its device) ask for their
+ * write grants again at their base versions (flusher_regrant).
+ */
+static unsigned int regrant_after_write(struct ngnfs_cache *cache, struct dirty_set *set,
+					uint16_t device)
 {
 	struct cache_list *node;
 	unsigned int count = 0;
 
 	for (node = set->blocks.next; node != &set->blocks; node = node->next) {
 		struct cache_block *block = cache_list_entry(node, struct cache_block, set_entry);
+		bool lost = block->grant_lost || ngnfs_blkno_device(block->blkno) == device;
 
-		if (ngnfs_blkno_device(block->blkno) != device || block->regrant)
+		block->grant_lost = false;
+		if (!lost || block->regrant)
 			continue;
 		block->access = NGNFS_ACCESS_NONE;
 		block->revoke_pending = false;
 		block->regrant = true;
-		block->regrant_deadline_ms = cache_now_ms() + CACHE_REGRANT_MS;
+		block->regrant_deadline_ms = cache_now_ms() + cache->reclaim_timeout_ms;
 		cache->regrants++;
 		count++;
 	}
-	ngnfs_cache_log("a write of %u blocks to device %u was in flight when its session broke: "
-			"asking for %u grants again at their base versions to learn whether it "
-			"was applied\n",
-			set->block_count, device, count);
+	return count;
+}
+
+static void regrant_in_doubt(struct ngnfs_cache *cache, struct dirty_set *set, uint16_t device)
+{
+	unsigned int count = regrant_after_write(cache, set, device);
+
+	if (device != cache->device_count)
+		ngnfs_cache_log("a write of %u blocks to device %u was in flight when its session "
+				"broke: asking for %u grants again at their base versions to learn "
+				"whether it was applied\n",
+				set->block_count, device, count);
+	else
+		ngnfs_cache_log("a multi-device set of %u blocks was being staged when a session "
+				"broke, so it was never committed: asking for %u grants again at "
+				"their base versions to write it again\n",
+				set->block_count, count);
+}
+
+/*
+ * A multi-device set committed although the session of one of its
+ * participants broke after that device staged it: the device applies it
+ * when it resolves the set, but the grant is gone.  The copy stays for
+ * revalidation; a newer change of the block asks for the grant again.
+ */
+static void grant_lost_under_write(struct ngnfs_cache *cache, struct cache_block *block,
+				   const struct dirty_set *written)
+{
+	block->grant_lost = false;
+	block->access = NGNFS_ACCESS_NONE;
+	block->revoke_pending = false;
+	if (block->set && block->set != written && !block->regrant) {
+		block->regrant = true;
+		block->regrant_deadline_ms = cache_now_ms() + cache->reclaim_timeout_ms;
+		cache->regrants++;
+	}
 }
 
 static void cache_write_done(void *arg, int status, const uint64_t *versions)
@@ -713,8 +760,8 @@ static void cache_write_done(void *arg, int status, const uint64_t *versions)
 		cache_kick_flusher(cache);
 	}
 	/* set_device walks the set: only for the failure that needs it */
-	device = status == -ENOTCONN ? set_device(cache, set) : cache->device_count;
-	in_doubt = device != cache->device_count;
+	in_doubt = status == -ENOTCONN;
+	device = in_doubt ? set_device(cache, set) : cache->device_count;
 	if (status == -EBUSY || in_doubt) {
 		/*
 		 * -EBUSY: a block is still pinned to our previous multi-device
@@ -729,6 +776,14 @@ static void cache_write_done(void *arg, int status, const uint64_t *versions)
 		 * write never happened and the set is written again; a moved
 		 * one drops the set as for any block changed underneath
 		 * (cache_get_done), with the error reported.
+		 *
+		 * -ENOTCONN of a multi-device set: a STAGE failed, so the
+		 * client never sent the COMMIT and aborted the stages (a COMMIT
+		 * in doubt completes with -EIO instead, client.c): the set was
+		 * not applied anywhere and never will be.  Its blocks on the
+		 * broken sessions ask for their grants again (a participant's
+		 * stage keeps them pinned until it is resolved as aborted),
+		 * and the set is written again under a new set id.
 		 */
 		struct cache_block **written = set->written;
 		uint32_t count = set->written_count;
@@ -765,6 +820,8 @@ static void cache_write_done(void *arg, int status, const uint64_t *versions)
 		free(written);
 		if (in_doubt)
 			regrant_in_doubt(cache, set, device);
+		else
+			regrant_after_write(cache, set, cache->device_count);
 		set->flush_wanted = true;
 		set->flush_release |= release;
 		set->not_before_ms = in_doubt ? 0 : cache_now_ms() + CACHE_BUSY_RETRY_MS;
@@ -794,6 +851,8 @@ static void cache_write_done(void *arg, int status, const uint64_t *versions)
 		block->version = versions[i];
 		block->reserved = false;
 		end_writeback(cache, block);
+		if (block->grant_lost)
+			grant_lost_under_write(cache, block, set);
 		if (block->set != set) {
 			/*
 			 * Changed since (copy on write; never with a release):
@@ -989,8 +1048,13 @@ static void cache_session_reset(void *owner, uint16_t device, bool server_restar
 		struct cache_block *block;
 
 		for (block = cache->buckets[bucket]; block; block = block->hash_next) {
-			if (ngnfs_blkno_device(block->blkno) != device || block->writeback)
+			if (ngnfs_blkno_device(block->blkno) != device)
 				continue;
+			if (block->writeback) {
+				/* The write's completion decides (cache_write_done). */
+				block->grant_lost = true;
+				continue;
+			}
 			block->revoke_pending = false;
 			if (block->dirty) {
 				/* Freed ones too: the free needs the write grant. */
@@ -999,7 +1063,8 @@ static void cache_session_reset(void *owner, uint16_t device, bool server_restar
 				if (!block->regrant)
 					cache->regrants++;
 				block->regrant = true;
-				block->regrant_deadline_ms = cache_now_ms() + CACHE_REGRANT_MS;
+				block->regrant_deadline_ms =
+				    cache_now_ms() + cache->reclaim_timeout_ms;
 			} else {
 				/* Clean copies stay for revalidation. */
 				block->access = NGNFS_ACCESS_NONE;
@@ -1284,6 +1349,9 @@ static int cache_init(struct ngnfs_cache **cache_out, const struct ngnfs_cache_c
 	cache->writeback_interval_ms = config && config->writeback_interval_ms
 					   ? config->writeback_interval_ms
 					   : CACHE_DEFAULT_INTERVAL_MS;
+	cache->reclaim_timeout_ms = config && config->reclaim_timeout_ms
+					? config->reclaim_timeout_ms
+					: CACHE_DEFAULT_RECLAIM_TIMEOUT_MS;
 	cache->alloc_batch =
 	    config && config->alloc_batch ? config->alloc_batch : CACHE_DEFAULT_ALLOC_BATCH;
 	if (cache->durability != NGNFS_DURABILITY_STABLE &&

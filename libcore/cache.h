@@ -30,7 +30,13 @@ struct ngnfs_cache_config {
 	size_t cache_bytes; /* default 256 MiB */
 	enum ngnfs_durability durability;
 	uint32_t writeback_interval_ms; /* default 1000 */
-	uint32_t alloc_batch;		/* blocks reserved per ALLOC; default 64 */
+	/*
+	 * How long a dirty block waits for its grant after a session reset
+	 * (a device restarting) before its set's changes are given up;
+	 * default 30000.
+	 */
+	uint32_t reclaim_timeout_ms;
+	uint32_t alloc_batch; /* blocks reserved per ALLOC; default 64 */
 };
 
 struct ngnfs_cache;

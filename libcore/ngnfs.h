@@ -91,6 +91,7 @@ struct ngnfs_mount_options {
 	enum ngnfs_durability_mode durability;
 	size_t cache_bytes;		/* 0: default */
 	uint32_t writeback_interval_ms; /* 0: default */
+	uint32_t reclaim_timeout_ms;	/* 0: default (30 s), see cache.h */
 };
 
 struct ngnfs_mkfs_options {

@@ -310,6 +310,7 @@ int ngnfs_mount(const struct ngnfs_mount_options *options, struct ngnfs_fs **fs_
 				      : NGNFS_DURABILITY_STABLE;
 	cache_config.cache_bytes = options->cache_bytes;
 	cache_config.writeback_interval_ms = options->writeback_interval_ms;
+	cache_config.reclaim_timeout_ms = options->reclaim_timeout_ms;
 	/*
 	 * A filesystem allocates a block per create (the inode), and an
 	 * empty pool costs the creating thread an ALLOC round trip: the

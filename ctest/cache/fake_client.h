@@ -34,5 +34,11 @@ void fake_server_poke(uint64_t blkno, const uint8_t *data);
 void fake_server_hold_writes(bool hold);
 unsigned int fake_server_held_writes(void);
 void fake_server_release_writes(int fail_status);
+/*
+ * Apply the queued writes successfully without checking the writers'
+ * grants: a multi-device set every device had staged before a session
+ * reset took a grant, which the primary then committed.
+ */
+void fake_server_release_writes_staged(void);
 
 #endif

@@ -1900,6 +1900,69 @@ static int test_write_in_flight_at_reset_is_resent(void)
 	ngnfs_cache_destroy(cache);
 	return 0;
 }
+
+/*
+ * A multi-device set whose write fails with -ENOTCONN was never committed
+ * (a STAGE failed as a session broke, so the client sent no COMMIT): it
+ * is written again once the blocks of the broken session are granted
+ * again, with nothing reported lost.
+ */
+static int test_multi_device_write_at_reset_is_resent(void)
+{
+	struct ngnfs_cache *cache = new_cache(NGNFS_DURABILITY_WRITEBACK, 60000, 0);
+	uint64_t a = TEST_BLOCK(0, 1), b = TEST_BLOCK(1, 1);
+	struct bg_call sync;
+	int ret;
+
+	put2(cache, a, 1, b, 1);
+	CHECK(ngnfs_cache_sync(cache) == 0, "expected the first sync to succeed");
+	put2(cache, a, 2, b, 2);
+	start_held(&sync, cache, BG_SYNC, 0, 0, "for the sync of {a=2 on 0, b=2 on 1}");
+	reset_under_held_write(cache);
+	ret = bg_join(&sync);
+	CHECK(ret == 0, "expected the sync to succeed once the set was written again, got %d", ret);
+	CHECK(server_value(a) == 2 && server_value(b) == 2,
+	      "expected a = 2, b = 2 on the server, got %llu, %llu",
+	      (unsigned long long)server_value(a), (unsigned long long)server_value(b));
+	CHECK(ngnfs_cache_take_error(cache) == 0, "expected no write-back failure recorded");
+	ngnfs_cache_destroy(cache);
+	return 0;
+}
+
+/*
+ * A session reset while a multi-device set is in flight takes the grant
+ * of a block that set carries, and the set still commits (every device
+ * had staged it).  The cache must not go on as the block's writer: the
+ * next change asks for the grant again instead of writing under one the
+ * server no longer has (which it refuses, losing the change).
+ */
+static int test_grant_lost_under_committed_write(void)
+{
+	struct ngnfs_cache *cache = new_cache(NGNFS_DURABILITY_WRITEBACK, 60000, 0);
+	uint64_t a = TEST_BLOCK(0, 1), b = TEST_BLOCK(1, 1);
+	struct bg_call sync;
+	int ret;
+
+	put2(cache, a, 1, b, 1);
+	start_held(&sync, cache, BG_SYNC, 0, 0, "for the sync of {a=1 on 0, b=1 on 1}");
+	fake_client_reset_session(ngnfs_cache_client(cache), 1);
+	fake_server_hold_writes(false);
+	fake_server_release_writes_staged();
+	ret = bg_join(&sync);
+	CHECK(ret == 0, "expected the committed set's sync to succeed, got %d", ret);
+	CHECK(server_value(a) == 1 && server_value(b) == 1,
+	      "expected a = 1, b = 1 on the server, got %llu, %llu",
+	      (unsigned long long)server_value(a), (unsigned long long)server_value(b));
+
+	put(cache, b, 2);
+	ret = ngnfs_cache_sync(cache);
+	CHECK(ret == 0, "expected the next change of b to be written, got %d", ret);
+	CHECK(server_value(b) == 2, "expected b = 2 on the server, got %llu",
+	      (unsigned long long)server_value(b));
+	CHECK(ngnfs_cache_take_error(cache) == 0, "expected no write-back failure recorded");
+	ngnfs_cache_destroy(cache);
+	return 0;
+}
 #endif
 
 struct test {
@@ -1932,6 +1995,9 @@ static const struct test tests[] = {
 	{ "cow_first_write_fails", test_cow_first_write_fails, true },
 	{ "read_of_block_in_flight_waits", test_read_of_block_in_flight_waits, true },
 	{ "write_in_flight_at_reset_is_resent", test_write_in_flight_at_reset_is_resent, true },
+	{ "multi_device_write_at_reset_is_resent", test_multi_device_write_at_reset_is_resent,
+	  true },
+	{ "grant_lost_under_committed_write", test_grant_lost_under_committed_write, true },
 #endif
 };
 
