@@ -75,10 +75,13 @@ endforeach()
 #       devices changed) and serves a file
 #   fsal.e2e_restart    handles survive a gateway restart; kill -9 in stable
 #       mode loses nothing that was acknowledged
-#   fsal.e2e_outage     a single-device write-back in flight when every
-#       device dies is written again; a lost (multi-device) one changes the
-#       write verifier and fails the file's next COMMIT; a dead blockd gives
-#       NFS errors, not a hang, and the gateway works again when it returns
+#   fsal.e2e_outage     single-device and multi-device write-backs in
+#       flight when every device dies are written again once the devices
+#       return; one whose devices stay away past Reclaim_Timeout_Ms is lost,
+#       changes the write verifier and fails the file's next COMMIT; a stable
+#       create in flight at a device restart succeeds; a dead blockd gives
+#       NFS errors within Reclaim_Timeout_Ms, not a hang, and the gateway
+#       works again when it returns
 #   fsal.e2e_nfs3       the same export over NFSv3 (Protocols = 3, 4), in a
 #       private network and mount namespace (unshare(CLONE_NEWNET |
 #       CLONE_NEWNS), lo up, a tmpfs on /run) with its own `rpcbind -f -w`,

@@ -64,6 +64,7 @@ struct ngnfs_fsal_export_options {
 	uint32_t durability;
 	uint64_t cache_size;
 	uint32_t writeback_interval_ms;
+	uint32_t reclaim_timeout_ms;
 };
 
 extern struct config_block ngnfs_fsal_export_config_block;

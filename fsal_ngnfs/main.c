@@ -41,6 +41,9 @@
 #define NGNFS_WRITEBACK_INTERVAL_MIN	 10
 #define NGNFS_WRITEBACK_INTERVAL_MAX	 60000
 #define NGNFS_WRITEBACK_INTERVAL_DEFAULT 1000
+#define NGNFS_RECLAIM_TIMEOUT_MIN	 1000
+#define NGNFS_RECLAIM_TIMEOUT_MAX	 86400000
+#define NGNFS_RECLAIM_TIMEOUT_DEFAULT	 30000
 /* "host:port" of at most 255 + 1 + 5 characters, 1024 devices */
 #define NGNFS_DEVICES_MAX_LENGTH (1024 * 262)
 
@@ -302,6 +305,9 @@ static struct config_item ngnfs_fsal_export_options_items[] = {
 	CONF_ITEM_UI32("Writeback_Interval_Ms", NGNFS_WRITEBACK_INTERVAL_MIN,
 		       NGNFS_WRITEBACK_INTERVAL_MAX, NGNFS_WRITEBACK_INTERVAL_DEFAULT,
 		       ngnfs_fsal_export_options, writeback_interval_ms),
+	CONF_ITEM_UI32("Reclaim_Timeout_Ms", NGNFS_RECLAIM_TIMEOUT_MIN, NGNFS_RECLAIM_TIMEOUT_MAX,
+		       NGNFS_RECLAIM_TIMEOUT_DEFAULT, ngnfs_fsal_export_options,
+		       reclaim_timeout_ms),
 	CONFIG_EOL,
 };
 

@@ -26,9 +26,11 @@
  *              after their COMMIT, nor DATA_SYNC/FILE_SYNC writes; a
  *              stable export answers UNSTABLE writes UNSTABLE and the
  *              restarted gateway another write verifier
- *   outage     a blockd that goes away makes operations fail with NFS
- *              errors (no hang, no crash) and they work again once it is
- *              back
+ *   outage     write-backs in flight when every device dies are written
+ *              again when the devices return within Reclaim_Timeout_Ms,
+ *              and change the write verifier when they do not; a blockd
+ *              that goes away makes operations fail with NFS errors (no
+ *              hang, no crash) and they work again once it is back
  *   nfs3       the same export over NFSv3 (Protocols = 3, 4): the
  *              program first moves itself into a private network and mount
  *              namespace with its own rpcbind (ganesha_private_rpcbind_start),
@@ -188,16 +190,20 @@ static void fill_pattern(uint8_t *buffer, size_t length, uint64_t seed)
 	}
 }
 
-/* Starts a gateway on the cluster; extra EXPORT lines and top-level blocks optional. */
-static struct ganesha_instance *start_gateway(const char *name, const char *durability,
-					      const char *export_extra, const char *extra_config)
+/*
+ * Starts a gateway on the cluster; more FSAL block options ("" for none),
+ * extra EXPORT lines and top-level blocks optional.
+ */
+static struct ganesha_instance *start_gateway_with(const char *name, const char *durability,
+						   const char *fsal_extra, const char *export_extra,
+						   const char *extra_config)
 {
 	struct ganesha_options options = { .fsal_block = NULL };
 	char fsal_block[1024];
 
 	snprintf(fsal_block, sizeof(fsal_block),
-		 "FSAL { Name = NGNFS; Devices_File = \"%s\"; Durability = %s; }",
-		 ngnfs_test_cluster_manifest(cluster), durability);
+		 "FSAL { Name = NGNFS; Devices_File = \"%s\"; Durability = %s; %s}",
+		 ngnfs_test_cluster_manifest(cluster), durability, fsal_extra);
 	options.fsal_block = fsal_block;
 	options.export_path = "/";
 	options.pseudo_path = PSEUDO;
@@ -211,6 +217,12 @@ static struct ganesha_instance *start_gateway(const char *name, const char *dura
 		options.core_extra = "\tMount_Path_Pseudo = true;";
 	}
 	return ganesha_instance_start_with(&options);
+}
+
+static struct ganesha_instance *start_gateway(const char *name, const char *durability,
+					      const char *export_extra, const char *extra_config)
+{
+	return start_gateway_with(name, durability, "", export_extra, extra_config);
 }
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -426,6 +438,26 @@ static int setup_one_gateway(void **state)
 	if (format_cluster(config.group) < 0)
 		return -1;
 	gateway = start_gateway(config.group, config.durability, NULL, NULL);
+	return gateway != NULL ? 0 : -1;
+}
+
+/*
+ * The outage group's gateway gives up changes whose device stays away
+ * for OUTAGE_RECLAIM_TIMEOUT_MS (30 s by default), so that a loss takes
+ * seconds to provoke, while still waiting out a restart under load.
+ */
+#define OUTAGE_RECLAIM_TIMEOUT_MS 12000
+
+static int setup_outage_gateway(void **state)
+{
+	char fsal_extra[64];
+
+	(void)state;
+	if (format_cluster(config.group) < 0)
+		return -1;
+	snprintf(fsal_extra, sizeof(fsal_extra), "Reclaim_Timeout_Ms = %u; ",
+		 OUTAGE_RECLAIM_TIMEOUT_MS);
+	gateway = start_gateway_with(config.group, config.durability, fsal_extra, NULL, NULL);
 	return gateway != NULL ? 0 : -1;
 }
 
@@ -1149,7 +1181,7 @@ static void test_sample_config_serves(void **state)
 	free(text);
 	check(instance != NULL, "the stock daemon did not serve with conf/ganesha.conf");
 	check(count_in_log(instance, "durability=stable cache_size=268435456 "
-				     "writeback_interval_ms=1000") == 1,
+				     "writeback_interval_ms=1000 reclaim_timeout_ms=30000") == 1,
 	      "expected the sample's FSAL values in the export's mounted line (log %s)",
 	      ganesha_instance_log_path(instance));
 	nfs = nfs_connect(instance);
@@ -1499,10 +1531,11 @@ static void write_unstable(struct nfs42_client *client, const struct nfs42_fh *f
  * held back for Writeback_Interval_Ms (1 s) in the stable export; then
  * every device is stopped (SIGSTOP) at once, so the interval's write-back
  * goes into sockets nobody reads, killed, so that write fails with its
- * sessions (-ENOTCONN, never applied), and restarted.
+ * sessions (-ENOTCONN, never applied), left down for down_ms, and
+ * restarted.
  */
 static void outage_with_write_in_flight(struct nfs42_client *client, const struct nfs42_fh *fh,
-					const uint8_t *data, size_t length,
+					const uint8_t *data, size_t length, unsigned int down_ms,
 					struct nfs42_write_result *written)
 {
 	unsigned int devices = ngnfs_test_cluster_device_count(cluster);
@@ -1516,20 +1549,46 @@ static void outage_with_write_in_flight(struct nfs42_client *client, const struc
 	sleep_ms(2500); /* past the interval: the write-back is in flight */
 	for (i = 0; i < devices; i++)
 		check(ngnfs_test_cluster_kill(cluster, i, SIGKILL) == 0, "SIGKILL device %u", i);
+	sleep_ms(down_ms);
 	for (i = 0; i < devices; i++)
 		check(ngnfs_test_cluster_restart(cluster, i) == 0, "restart device %u", i);
 }
 
 /*
- * Write-backs in flight when every device dies.  A one-block write (a
+ * After a write in flight at an outage was written again: the verifier is
+ * the one the first WRITE got, COMMIT answers it, and the data is there.
+ */
+static void check_resent(struct nfs_context *nfs, struct nfs42_client *client,
+			 const struct nfs42_fh *fh, const char *path, const uint8_t *data,
+			 size_t length, const struct nfs42_write_result *first)
+{
+	uint8_t committed[NFS42_VERIFIER_SIZE];
+	struct nfs42_write_result again;
+
+	write_unstable(client, fh, data, length, &again);
+	check(memcmp(first->verifier, again.verifier, NFS42_VERIFIER_SIZE) == 0,
+	      "%s: the verifier changed although the write in flight was written again", path);
+	check_x(client, nfs42_commit(client, fh, committed));
+	check(memcmp(again.verifier, committed, NFS42_VERIFIER_SIZE) == 0,
+	      "%s: COMMIT answered another verifier than the WRITEs", path);
+	check_file(nfs, path, data, length);
+}
+
+/*
+ * Write-backs in flight when every device dies are not lost when the
+ * devices come back within Reclaim_Timeout_Ms.  A one-block write (a
  * single-device set: the file's inode and block 0 live on its directory's
- * device) is not lost: the gateway asks for its grants again at the base
- * versions, finds it never applied and writes it again, so the verifier
- * stays, COMMIT succeeds and the data reads back.  A two-block write (a
- * multi-device set: block 1 is on the next device) in flight is dropped:
- * the next WRITE must carry another verifier (a client then resends what
- * it had not seen committed), the file's COMMIT must report the loss once
- * (NFS4ERR_IO), and the resent data must be committed and read back.
+ * device): the gateway asks for its grants again at the base versions,
+ * finds it never applied and writes it again.  A two-block write (a
+ * multi-device set: block 1 is on the next device) whose STAGEs failed
+ * was never committed: it is written again under a new set id.  Either
+ * way the verifier stays, COMMIT succeeds and the data reads back.
+ *
+ * When the devices stay away longer than Reclaim_Timeout_Ms, the change
+ * is given up: the next WRITE must carry another verifier (a client then
+ * resends what it had not seen committed), the file's COMMIT must report
+ * the loss once (NFS4ERR_IO), and the resent data must be committed and
+ * read back.
  */
 static void test_writeback_in_flight_at_outage(void **state)
 {
@@ -1539,44 +1598,112 @@ static void test_writeback_in_flight_at_outage(void **state)
 	struct nfs42_write_result first, again;
 	uint8_t committed[NFS42_VERIFIER_SIZE];
 	uint8_t data[TWO];
-	struct nfs42_fh one_fh, two_fh;
+	struct nfs42_fh one_fh, two_fh, lost_fh;
 	int ret;
 
 	(void)state;
 	create_with(nfs, "/in-flight-one", NULL, 0);
 	create_with(nfs, "/in-flight-two", NULL, 0);
+	create_with(nfs, "/in-flight-lost", NULL, 0);
 	check_x(client, nfs42_lookup(client, PSEUDO "/in-flight-one", &one_fh));
 	check_x(client, nfs42_lookup(client, PSEUDO "/in-flight-two", &two_fh));
+	check_x(client, nfs42_lookup(client, PSEUDO "/in-flight-lost", &lost_fh));
 
 	fill_pattern(data, ONE, 5150);
-	outage_with_write_in_flight(client, &one_fh, data, ONE, &first);
-	write_unstable(client, &one_fh, data, ONE, &again);
-	check(memcmp(first.verifier, again.verifier, NFS42_VERIFIER_SIZE) == 0,
-	      "the verifier changed although the one-block write in flight was written again");
-	check_x(client, nfs42_commit(client, &one_fh, committed));
-	check(memcmp(again.verifier, committed, NFS42_VERIFIER_SIZE) == 0,
-	      "COMMIT answered another verifier than the WRITEs");
-	check_file(nfs, "/in-flight-one", data, ONE);
+	outage_with_write_in_flight(client, &one_fh, data, ONE, 0, &first);
+	check_resent(nfs, client, &one_fh, "/in-flight-one", data, ONE, &first);
 
 	fill_pattern(data, TWO, 5151);
-	outage_with_write_in_flight(client, &two_fh, data, TWO, &first);
-	write_unstable(client, &two_fh, data, TWO, &again);
+	outage_with_write_in_flight(client, &two_fh, data, TWO, 0, &first);
+	check_resent(nfs, client, &two_fh, "/in-flight-two", data, TWO, &first);
+
+	fill_pattern(data, TWO, 5152);
+	outage_with_write_in_flight(client, &lost_fh, data, TWO, OUTAGE_RECLAIM_TIMEOUT_MS + 2000,
+				    &first);
+	write_unstable(client, &lost_fh, data, TWO, &again);
 	check(memcmp(first.verifier, again.verifier, NFS42_VERIFIER_SIZE) != 0,
 	      "the verifier did not change after the gateway lost an UNSTABLE write-back: a "
 	      "client would take a later COMMIT as covering the lost data");
-	ret = nfs42_commit(client, &two_fh, committed);
+	ret = nfs42_commit(client, &lost_fh, committed);
 	check(ret != 0 && nfs42_last_status(client) == NFS42_ERR_IO,
 	      "expected the first COMMIT after the loss to fail with NFS4ERR_IO, got %d, status "
 	      "%u",
 	      ret, nfs42_last_status(client));
-	check_x(client, nfs42_commit(client, &two_fh, committed));
+	check_x(client, nfs42_commit(client, &lost_fh, committed));
 	check(memcmp(again.verifier, committed, NFS42_VERIFIER_SIZE) == 0,
 	      "COMMIT answered another verifier than the resent WRITE");
-	check_file(nfs, "/in-flight-two", data, TWO);
+	check_file(nfs, "/in-flight-lost", data, TWO);
 	check_x(client, nfs42_disconnect(client));
 	nfs_destroy_context(nfs);
 }
 
+struct create_call {
+	struct nfs_context *nfs;
+	const char *path;
+	int ret;
+	bool done;
+};
+
+/* One create and close on a context only this thread uses; no checks here. */
+static void *create_in_thread(void *arg)
+{
+	struct create_call *call = arg;
+	struct nfsfh *fh = NULL;
+
+	call->ret = nfs_create(call->nfs, call->path, O_RDWR, 0644, &fh);
+	if (call->ret == 0)
+		call->ret = nfs_close(call->nfs, fh);
+	__atomic_store_n(&call->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * A stable create whose write is in flight when its device dies waits,
+ * and succeeds, when the device is back within Reclaim_Timeout_Ms: the
+ * write failed with its session, so the gateway asks for its grants again
+ * at the base versions, finds it was not applied and writes it again.
+ * The device is stopped first (SIGSTOP) so that the create's write sits
+ * unread in its socket; the directory's blocks are granted and the inode
+ * reserved beforehand, so the create needs nothing else from the device.
+ */
+static void test_stable_create_in_flight_at_outage(void **state)
+{
+	struct nfs_context *nfs = nfs_connect(gateway);
+	struct create_call call = { .nfs = nfs_connect(gateway), .path = "/created-in-outage" };
+	struct nfs_stat_64 st;
+	pthread_t thread;
+	int ret;
+
+	(void)state;
+	create_with(nfs, "/warm-up", (const uint8_t *)"warm", 4);
+	check(ngnfs_test_cluster_kill(cluster, 0, SIGSTOP) == 0, "SIGSTOP device 0");
+	check(pthread_create(&thread, NULL, create_in_thread, &call) == 0, "create thread");
+	sleep_ms(1000);
+	check(!__atomic_load_n(&call.done, __ATOMIC_ACQUIRE),
+	      "expected the create to wait for the stopped device, it returned %d", call.ret);
+	check(ngnfs_test_cluster_kill(cluster, 0, SIGKILL) == 0, "SIGKILL device 0");
+	sleep_ms(500);
+	check(ngnfs_test_cluster_restart(cluster, 0) == 0, "restart device 0");
+	ret = pthread_join(thread, NULL);
+	check(ret == 0, "join the create thread: %s", strerror(ret));
+	check(call.ret == 0,
+	      "expected the create in flight at the outage to succeed, got %d (%s): %s", call.ret,
+	      strerror(-call.ret), nfs_get_error(call.nfs));
+	check_nfs(nfs, nfs_stat64(nfs, "/created-in-outage", &st));
+	check_file(nfs, "/warm-up", (const uint8_t *)"warm", 4);
+	nfs_destroy_context(call.nfs);
+	nfs_destroy_context(nfs);
+}
+
+/*
+ * A device killed under the gateway: creates that need it fail with
+ * NFS4ERR_IO, in bounded time.  Most fail at once (no session, no grant);
+ * the first one may already have its write in flight to the dying
+ * device, and then it waits, as a write in doubt, up to
+ * Reclaim_Timeout_Ms for the device to return before failing (which is
+ * why libnfs's 30 s timeout must be longer than the outage gateway's
+ * OUTAGE_RECLAIM_TIMEOUT_MS).
+ */
 static void test_blockd_outage(void **state)
 {
 	struct nfs_context *nfs = nfs_connect(gateway);
@@ -1609,6 +1736,11 @@ static void test_blockd_outage(void **state)
 	check(ret != 0, "expected creates to fail while device 0 is down, 20 succeeded");
 	check(ret == -EIO, "expected EIO (NFS4ERR_IO) while device 0 is down, got %d (%s): %s", ret,
 	      strerror(-ret), nfs_get_error(nfs));
+	check(
+	    took < OUTAGE_RECLAIM_TIMEOUT_MS + 5000,
+	    "expected the creates to fail within Reclaim_Timeout_Ms (%u ms) and 5 s, took %" PRIu64
+	    " ms",
+	    OUTAGE_RECLAIM_TIMEOUT_MS, took);
 	check(ganesha_instance_alive(gateway), "the gateway died during the outage");
 
 	check(ngnfs_test_cluster_restart(cluster, 0) == 0, "expected device 0 to restart");
@@ -2005,6 +2137,7 @@ int main(int argc, char **argv)
 	};
 	const struct CMUnitTest outage_tests[] = {
 		cmocka_unit_test(test_writeback_in_flight_at_outage),
+		cmocka_unit_test(test_stable_create_in_flight_at_outage),
 		cmocka_unit_test(test_blockd_outage),
 	};
 	const struct CMUnitTest nfs3_tests[] = {
@@ -2063,7 +2196,7 @@ int main(int argc, char **argv)
 		return cmocka_run_group_tests_name("e2e_restart", restart_tests, setup_one_gateway,
 						   teardown_all);
 	if (strcmp(config.group, "outage") == 0)
-		return cmocka_run_group_tests_name("e2e_outage", outage_tests, setup_one_gateway,
+		return cmocka_run_group_tests_name("e2e_outage", outage_tests, setup_outage_gateway,
 						   teardown_all);
 	if (strcmp(config.group, "nfs3") == 0) {
 		/* before anything else: the namespace must hold every service */

@@ -343,6 +343,10 @@ static struct bad_export bad_exports[] = {
 	{ 110, unreachable_options, "NGNFS: export 110 could not mount Devices = \"127.0.0.1:1\"",
 	  NULL },
 	{ 111, unformatted_options, unformatted_message, NULL },
+	{ 112,
+	  "\t\tDevices = \"127.0.0.1:7001\";\n"
+	  "\t\tReclaim_Timeout_Ms = 999;\n",
+	  "(999) is out of range", "Reclaim_Timeout_Ms = 999;" },
 };
 
 static int write_config(struct daemon *daemon, enum mode mode)
@@ -668,7 +672,7 @@ static bool check_export_line(const struct daemon *daemon)
 
 	snprintf(expected, sizeof(expected),
 		 "mounted 2 device(s) Devices \"%s,%s\" durability=writeback "
-		 "cache_size=67108864 writeback_interval_ms=250",
+		 "cache_size=67108864 writeback_interval_ms=250 reclaim_timeout_ms=4321",
 		 addresses[0], addresses[1]);
 
 	snprintf(needle, sizeof(needle), "NGNFS: export %d ", EXPORT_ID);
@@ -975,7 +979,8 @@ static bool start_clusters(const struct daemon *daemon)
 		 "\t\tDevices = \"%s,%s\";\n"
 		 "\t\tDurability = writeback;\n"
 		 "\t\tCache_Size = 67108864;\n"
-		 "\t\tWriteback_Interval_Ms = 250;\n",
+		 "\t\tWriteback_Interval_Ms = 250;\n"
+		 "\t\tReclaim_Timeout_Ms = 4321;\n",
 		 addresses[0], addresses[1]);
 	snprintf(unreachable_options, sizeof(unreachable_options),
 		 "\t\tDevices = \"127.0.0.1:1\";\n");
