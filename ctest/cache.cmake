@@ -89,6 +89,11 @@
 #   grant_lost_under_committed_write (fake only) a two-device set commits
 #       although a session reset took one block's grant meanwhile; the next
 #       change of that block asks for the grant again and is written.
+#   applied_write_at_reset_is_kept (fake only) a single-device write applied
+#       just before its session broke (reply lost, -ENOTCONN) is recognised
+#       by its bytes at the moved version: no error, the newer change made
+#       during the write reaches the server, and a free it carried is not
+#       sent twice.
 #
 # ThreadSanitizer: every cache test carries the label tsan, so the TSan pass
 # of tools/ngnfs-local test (ctest -L tsan in build-tsan, see
@@ -129,7 +134,8 @@ set(NGNFS_CACHE_TESTS
 foreach(test ${NGNFS_CACHE_TESTS} session_reset_regrants_dirty write_failure_reported
 	     cow_write_during_writeback cow_revoke_writes_both_in_order cow_first_write_fails
 	     read_of_block_in_flight_waits write_in_flight_at_reset_is_resent
-	     multi_device_write_at_reset_is_resent grant_lost_under_committed_write)
+	     multi_device_write_at_reset_is_resent grant_lost_under_committed_write
+	     applied_write_at_reset_is_kept)
 	add_test(NAME cache.${test} COMMAND test_cache_fake ${test})
 	set_tests_properties(cache.${test} PROPERTIES TIMEOUT 60 LABELS tsan
 			     ENVIRONMENT "${NGNFS_TSAN_ENVIRONMENT}")

@@ -99,6 +99,15 @@ struct cache_block {
 	 * the block's holder.
 	 */
 	bool grant_lost;
+	/*
+	 * A single-device write carrying this block was in flight when its
+	 * session broke: doubt_data holds the bytes it sent (counted in
+	 * data_blocks) until the regrant's answer tells whether blockd
+	 * applied it (cache.c, in_doubt_answer).  doubt_free: that write
+	 * carried this block's free (until the set is written again).
+	 */
+	uint8_t *doubt_data;
+	bool doubt_free;
 	bool freed;    /* freed by a committed transaction, leaves with its set */
 	bool reserved; /* from ALLOC and never written: a free just returns it */
 	/*
@@ -172,6 +181,7 @@ struct dirty_set {
 	bool flush_wanted; /* write as soon as no block of it is write-locked */
 	bool flush_release;
 	bool flusher_write;	/* counts against the flusher's round in flight */
+	bool found_applied;	/* a write in doubt turned out applied (logged once) */
 	uint64_t not_before_ms; /* refused as busy: try again after this */
 	/* while writing */
 	struct ngnfs_block_request *requests;
@@ -286,6 +296,7 @@ void dirty_set_add_block(struct ngnfs_cache *cache, struct dirty_set *set,
 			 struct cache_block *block);
 void dirty_set_remove_block(struct ngnfs_cache *cache, struct cache_block *block);
 int dirty_set_add_free(struct dirty_set *set, uint64_t blkno);
+void dirty_set_remove_free(struct dirty_set *set, uint64_t blkno);
 /* Moves everything of from into into and frees from; returns into. */
 struct dirty_set *dirty_set_merge(struct ngnfs_cache *cache, struct dirty_set *into,
 				  struct dirty_set *from);

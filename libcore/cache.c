@@ -67,17 +67,16 @@
  * handled like the idle dirty sets of that reset (regrant_in_doubt).
  * After a session reset, dirty blocks are re-granted at their base
  * version for up to reclaim_timeout_ms (30 s unless configured); a moved
- * version means someone else wrote the block and the set is dropped.
+ * version means someone else wrote the block and the set is dropped,
+ * unless the server's bytes are those of our own single-device write that
+ * was in flight (kept in doubt_data): blockd applied it before the
+ * session broke (in_doubt_answer).
  * A block whose session broke while a write carried it (grant_lost) has
  * no grant afterwards, whatever became of the write.
  *
  * XXX:
- *  - A single-device WRITE in flight when its session breaks is asked
- *    about by regranting at the base versions: when blockd did apply it,
- *    the moved version drops the set (an error although the data is
- *    there); comparing the server's data with ours would tell.  A
- *    multi-device set whose COMMIT stays unanswered (client.c retries it
- *    for 30 s) is dropped, although it may have been committed.
+ *  - A multi-device set whose COMMIT stays unanswered (client.c retries
+ *    it for 30 s) is dropped, although it may have been committed.
  *  - A revocation of a block that sits unused in the allocation pool
  *    (reserved, no cache entry) is answered with a RELEASE, which loses
  *    the reservation's grant; only a client GETting blocks it was never
@@ -249,6 +248,16 @@ struct cache_block *cache_lookup_create(struct ngnfs_cache *cache, uint64_t blkn
 	return block;
 }
 
+/* What a write in doubt sent is no longer needed: its outcome is known or moot. */
+static void forget_doubt(struct ngnfs_cache *cache, struct cache_block *block)
+{
+	if (!block->doubt_data)
+		return;
+	ngnfs_block_buf_free(block->doubt_data);
+	block->doubt_data = NULL;
+	cache->data_blocks--;
+}
+
 void cache_remove_block(struct ngnfs_cache *cache, struct cache_block *block)
 {
 	struct cache_block **link = &cache->buckets[bucket_of(cache, block->blkno)];
@@ -258,6 +267,7 @@ void cache_remove_block(struct ngnfs_cache *cache, struct cache_block *block)
 	if (*link)
 		*link = block->hash_next;
 	dirty_set_remove_block(cache, block);
+	forget_doubt(cache, block);
 	cache_block_drop_data(cache, block);
 	cache_block_free(cache, block);
 }
@@ -582,6 +592,8 @@ static void lose_set(struct ngnfs_cache *cache, struct dirty_set *set, int error
 			block->grant_lost = false;
 			block->access = NGNFS_ACCESS_NONE;
 		}
+		forget_doubt(cache, block);
+		block->doubt_free = false;
 		if (block->freed && block->writeback) {
 			/*
 			 * Freed on top of another set's write in flight, which
@@ -708,6 +720,90 @@ static unsigned int regrant_after_write(struct ngnfs_cache *cache, struct dirty_
 	return count;
 }
 
+/*
+ * A single-device write failed with -ENOTCONN: blockd may have applied it
+ * before the session broke.  Keep the bytes it sent (end_writeback would
+ * free a frozen copy, and a later change may replace block->data) and
+ * which frees it carried, so that the regrant can tell (in_doubt_answer).
+ * Without memory for a copy the block is asked about as before, by its
+ * version alone.
+ */
+static void remember_in_doubt(struct ngnfs_cache *cache, struct dirty_set *set)
+{
+	uint32_t i;
+
+	for (i = 0; i < set->written_count; i++) {
+		struct cache_block *block = set->written[i];
+
+		forget_doubt(cache, block);
+		if (block->wb_data) {
+			block->doubt_data = block->wb_data;
+			block->wb_data = NULL;
+			continue;
+		}
+		if (!block->data)
+			continue;
+		block->doubt_data = ngnfs_block_buf_alloc();
+		if (!block->doubt_data)
+			continue;
+		memcpy(block->doubt_data, block->data, NGNFS_BLOCK_SIZE);
+		cache->data_blocks++;
+	}
+	for (i = 0; i < set->written_free_count; i++) {
+		struct cache_block *block = cache_lookup(cache, set->written_frees[i]);
+
+		if (block && block->freed && block->set == set)
+			block->doubt_free = true;
+	}
+}
+
+/*
+ * The regrant of a block a write in doubt carried found its version moved
+ * (data: the server's bytes).  The same bytes as the write sent mean that
+ * blockd applied that write before the session broke; the block is based
+ * on the new version from now on and the set (with any newer changes
+ * merged into it) is written again on top of it.  (Were they somebody
+ * else's identical bytes, writing them again would still be right.)
+ * Different bytes: somebody else wrote the block, and the set is lost as
+ * for any idle dirty set (cache_get_done).
+ */
+static bool in_doubt_answer(struct ngnfs_cache *cache, struct cache_block *block, uint64_t version,
+			    const uint8_t *data)
+{
+	struct dirty_set *set = block->set;
+
+	if (!block->doubt_data || !set || memcmp(block->doubt_data, data, NGNFS_BLOCK_SIZE))
+		return false;
+	if (!set->found_applied) {
+		set->found_applied = true;
+		ngnfs_cache_log(
+		    "block %llu on device %u holds at version %llu the bytes of our write "
+		    "that was in flight when the session broke: blockd applied it, so "
+		    "its set is written again on top of it\n",
+		    (unsigned long long)block->blkno, ngnfs_blkno_device(block->blkno),
+		    (unsigned long long)version);
+	}
+	cache->counters.in_doubt_applied++;
+	return true;
+}
+
+/*
+ * A block whose free a write in doubt carried is answered with data at
+ * its unchanged version: blockd sends data at the cached version only for
+ * a free block (its zeros, protocol.md), so the write was applied and
+ * freed it.  Sending the free again would be refused ("not allocated")
+ * and lose the set: it leaves the set's frees, and the block goes once
+ * the set is written, as a freed block does.
+ */
+static void in_doubt_free_done(struct ngnfs_cache *cache, struct cache_block *block)
+{
+	block->doubt_free = false;
+	if (!block->set)
+		return;
+	dirty_set_remove_free(block->set, block->blkno);
+	cache->counters.in_doubt_applied++;
+}
+
 static void regrant_in_doubt(struct ngnfs_cache *cache, struct dirty_set *set, uint16_t device)
 {
 	unsigned int count = regrant_after_write(cache, set, device);
@@ -790,6 +886,8 @@ static void cache_write_done(void *arg, int status, const uint64_t *versions)
 		struct cache_list *node;
 		bool release = set->release;
 
+		if (in_doubt && device != cache->device_count)
+			remember_in_doubt(cache, set);
 		for (i = 0; i < count; i++)
 			end_writeback(cache, written[i]);
 		for (node = set->blocks.next; node != &set->blocks; node = node->next) {
@@ -942,7 +1040,13 @@ static void cache_get_done(void *arg, int status, uint64_t blkno, uint64_t versi
 		goto wake;
 	}
 	if (data) {
-		if (block->regrant && version != block->version) {
+		/* The bytes of our own write in doubt: no other gateway's change for MDCACHE. */
+		bool applied = block->regrant && version != block->version &&
+			       in_doubt_answer(cache, block, version, data);
+
+		if (block->regrant && block->doubt_free && version == block->version)
+			in_doubt_free_done(cache, block);
+		if (block->regrant && version != block->version && !applied) {
 			ngnfs_cache_log(
 			    "dirty block %llu on device %u was based on version %llu "
 			    "but the server has %llu after the session reset: the dirty set "
@@ -951,7 +1055,7 @@ static void cache_get_done(void *arg, int status, uint64_t blkno, uint64_t versi
 			    (unsigned long long)block->version, (unsigned long long)version);
 			lost = true;
 		}
-		if (block->data && block->version != version && cache->invalidate)
+		if (block->data && block->version != version && cache->invalidate && !applied)
 			cache->invalidate(cache->invalidate_arg, blkno, block->data);
 		if (lost)
 			lose_set(cache, block->set, -ESTALE, &actions);
@@ -987,6 +1091,7 @@ static void cache_get_done(void *arg, int status, uint64_t blkno, uint64_t versi
 		block->regrant = false;
 		cache->regrants--;
 	}
+	forget_doubt(cache, block);
 	block->version = version;
 	block->access = access;
 	cache_touch(cache, block);

@@ -70,6 +70,8 @@ struct ngnfs_cache_counters {
 	uint64_t blocks_written;
 	uint64_t writes_sent; /* WRITE/COMMIT round trips */
 	uint64_t block_syncs; /* ngnfs_cache_sync_block calls that found a dirty set */
+	/* blocks of writes in flight at a session break found applied by blockd */
+	uint64_t in_doubt_applied;
 	uint64_t evictions;
 	uint64_t dirty_blocks;	/* now */
 	uint64_t cached_blocks; /* now */

@@ -103,6 +103,19 @@ int dirty_set_add_free(struct dirty_set *set, uint64_t blkno)
 	return 0;
 }
 
+/* The free is done already (a write in doubt that was applied, cache.c). */
+void dirty_set_remove_free(struct dirty_set *set, uint64_t blkno)
+{
+	uint32_t i;
+
+	for (i = 0; i < set->free_count; i++) {
+		if (set->frees[i] == blkno) {
+			set->frees[i] = set->frees[--set->free_count];
+			return;
+		}
+	}
+}
+
 struct dirty_set *dirty_set_merge(struct ngnfs_cache *cache, struct dirty_set *into,
 				  struct dirty_set *from)
 {
@@ -269,6 +282,8 @@ bool dirty_set_try_write(struct ngnfs_cache *cache, struct dirty_set *set, bool 
 
 		block->writeback = true;
 		block->wb_set = set;
+		/* Whether a write in doubt carried the free is this write's business now. */
+		block->doubt_free = false;
 		if (block->freed)
 			continue;
 		set->requests[i].blkno = block->blkno;

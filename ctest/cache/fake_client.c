@@ -172,6 +172,8 @@ static struct fake_event *new_event(enum fake_event_type type)
 	return event;
 }
 
+static bool on_free_list(uint64_t blkno);
+
 /* Grant what the FIFO allows, revoke what stands in the way (server lock held). */
 static void process_block(struct fake_block *block)
 {
@@ -221,7 +223,13 @@ static void process_block(struct fake_block *block)
 			event->access = block->access[me];
 			event->grant_done = request->done;
 			event->arg = request->arg;
-			if (request->cached_version != block->version || block->version == 0) {
+			if (on_free_list(block->blkno)) {
+				/* Like blockd: a freed block reads as zeros, sent at any version.
+				 */
+				event->has_data = true;
+				memset(event->data, 0, NGNFS_BLOCK_SIZE);
+			} else if (request->cached_version != block->version ||
+				   block->version == 0) {
 				event->has_data = true;
 				memcpy(event->data, block->data, NGNFS_BLOCK_SIZE);
 			}
@@ -523,8 +531,24 @@ int ngnfs_client_release(struct ngnfs_client *client, uint64_t blkno, uint8_t ac
  * writer's grants went (a multi-device set staged, then a session reset),
  * so the grants are not checked.
  */
+static bool on_free_list(uint64_t blkno)
+{
+	uint32_t i;
+
+	for (i = 0; i < server.free_count; i++)
+		if (server.free_list[i] == blkno)
+			return true;
+	return false;
+}
+
+/*
+ * fail_status: nothing applied, the write completes with it.  reply_status:
+ * applied (when the checks pass), but the reply is lost and the write
+ * completes with this status instead.
+ */
 static void apply_write(struct ngnfs_client *client, const struct ngnfs_write_set *set,
-			ngnfs_write_done_fn done, void *arg, int fail_status, bool staged)
+			ngnfs_write_done_fn done, void *arg, int fail_status, bool staged,
+			int reply_status)
 {
 	struct fake_event *event = new_event(FAKE_EVENT_WRITE_DONE);
 	int me = client->index;
@@ -544,6 +568,10 @@ static void apply_write(struct ngnfs_client *client, const struct ngnfs_write_se
 		else if (block->version != set->blocks[i].version)
 			event->status = -ESTALE;
 	}
+	/* Like blockd: "block to free is not allocated". */
+	for (i = 0; i < set->free_count && !event->status; i++)
+		if (on_free_list(set->frees[i]))
+			event->status = -EINVAL;
 	if (!event->status) {
 		for (i = 0; i < set->block_count; i++) {
 			struct fake_block *block = find_block(set->blocks[i].blkno, true);
@@ -576,6 +604,8 @@ static void apply_write(struct ngnfs_client *client, const struct ngnfs_write_se
 		process_block(block);
 	}
 	event->due_us = now_us() + server.write_latency_us;
+	if (!event->status)
+		event->status = reply_status;
 	if (event->status) {
 		free(event->versions);
 		event->versions = NULL;
@@ -592,7 +622,7 @@ int ngnfs_client_write_set(struct ngnfs_client *client, const struct ngnfs_write
 
 	pthread_mutex_lock(&server.lock);
 	if (!server.hold_writes) {
-		apply_write(client, set, done, arg, 0, false);
+		apply_write(client, set, done, arg, 0, false, 0);
 		pthread_mutex_unlock(&server.lock);
 		return 0;
 	}
@@ -639,14 +669,15 @@ unsigned int fake_server_held_writes(void)
 	return count;
 }
 
-static void release_writes(int fail_status, bool staged)
+static void release_writes(int fail_status, bool staged, int reply_status)
 {
 	pthread_mutex_lock(&server.lock);
 	while (server.held) {
 		struct held_write *held = server.held;
 
 		server.held = held->next;
-		apply_write(held->client, &held->set, held->done, held->arg, fail_status, staged);
+		apply_write(held->client, &held->set, held->done, held->arg, fail_status, staged,
+			    reply_status);
 		free((void *)held->set.blocks);
 		free((void *)held->set.frees);
 		free(held);
@@ -656,12 +687,29 @@ static void release_writes(int fail_status, bool staged)
 
 void fake_server_release_writes(int fail_status)
 {
-	release_writes(fail_status, false);
+	release_writes(fail_status, false, 0);
 }
 
 void fake_server_release_writes_staged(void)
 {
-	release_writes(0, true);
+	release_writes(0, true, 0);
+}
+
+unsigned int fake_server_free_count_of(uint64_t blkno)
+{
+	unsigned int count = 0;
+	uint32_t i;
+
+	pthread_mutex_lock(&server.lock);
+	for (i = 0; i < server.free_count; i++)
+		count += server.free_list[i] == blkno;
+	pthread_mutex_unlock(&server.lock);
+	return count;
+}
+
+void fake_server_release_writes_reply_lost(int reply_status)
+{
+	release_writes(0, true, reply_status);
 }
 
 struct sync_wait {

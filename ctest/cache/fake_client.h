@@ -40,5 +40,14 @@ void fake_server_release_writes(int fail_status);
  * reset took a grant, which the primary then committed.
  */
 void fake_server_release_writes_staged(void);
+/*
+ * Apply the queued writes (grants unchecked, as for the staged ones: the
+ * session broke after blockd had received them) but lose their replies:
+ * they complete with reply_status (-ENOTCONN), as a write blockd applied
+ * just before its session broke does.
+ */
+void fake_server_release_writes_reply_lost(int reply_status);
+/* How often blkno is on the server's free list (0 while allocated). */
+unsigned int fake_server_free_count_of(uint64_t blkno);
 
 #endif

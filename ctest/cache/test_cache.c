@@ -1963,6 +1963,102 @@ static int test_grant_lost_under_committed_write(void)
 	ngnfs_cache_destroy(cache);
 	return 0;
 }
+
+struct alloc_free_arg {
+	uint64_t dir;
+	uint64_t value;
+	uint64_t victim; /* 0: allocate one (set here), else free it */
+};
+
+/* dir = value, and a block allocated on device 0 or victim freed. */
+static int alloc_free_fn(struct ngnfs_txn *txn, void *arg)
+{
+	struct alloc_free_arg *change = arg;
+	uint64_t blkno, version;
+	void *data;
+	int ret;
+
+	ret = ngnfs_txn_write(txn, change->dir, &data);
+	if (ret)
+		return ret;
+	memcpy(data, &change->value, sizeof(change->value));
+	if (!change->victim) {
+		ret = ngnfs_txn_alloc(txn, 0, &blkno, &version, &data);
+		if (ret)
+			return ret;
+		memset(data, 0x5a, NGNFS_BLOCK_SIZE);
+		change->victim = blkno;
+		return 0;
+	}
+	ret = ngnfs_txn_write(txn, change->victim, &data);
+	if (ret)
+		return ret;
+	return ngnfs_txn_free(txn, change->victim);
+}
+
+/*
+ * A single-device write that blockd applied just before its session broke
+ * (the reply lost: -ENOTCONN).  The regrant finds the versions moved but
+ * the server holding the bytes the write sent, so the write counts as
+ * applied: nothing is reported lost, and the set is written again on top
+ * of it, with a newer change made while the write was in flight (copy on
+ * write).  A free such a write carried is not sent again (the server
+ * refuses to free a free block, which would lose the set).
+ */
+static int test_applied_write_at_reset_is_kept(void)
+{
+	struct ngnfs_cache *cache = new_cache(NGNFS_DURABILITY_WRITEBACK, 60000, 0);
+	uint64_t a = TEST_BLOCK(0, 1), b = TEST_BLOCK(0, 2);
+	struct alloc_free_arg change = { .dir = a, .value = 4 };
+	struct ngnfs_cache_counters before, after;
+	struct bg_call sync;
+	int ret;
+
+	put2(cache, a, 1, b, 1);
+	CHECK(ngnfs_cache_sync(cache) == 0, "expected the first sync to succeed");
+	before = counters_of(cache);
+	put2(cache, a, 2, b, 2);
+	start_held(&sync, cache, BG_SYNC, 0, 0, "for the sync of {a=2, b=2}");
+	put(cache, a, 3);
+	fake_client_reset_session(ngnfs_cache_client(cache), 0);
+	fake_server_hold_writes(false);
+	fake_server_release_writes_reply_lost(-ENOTCONN);
+	ret = bg_join(&sync);
+	CHECK(ret == 0, "expected the sync of the applied set to succeed, got %d", ret);
+	CHECK(ngnfs_cache_sync(cache) == 0, "expected the newer change a = 3 to be written");
+	CHECK(server_value(a) == 3 && server_value(b) == 2,
+	      "expected a = 3, b = 2 on the server, got %llu, %llu",
+	      (unsigned long long)server_value(a), (unsigned long long)server_value(b));
+	after = counters_of(cache);
+	CHECK(after.in_doubt_applied > before.in_doubt_applied,
+	      "expected the cache to count the write in doubt as applied");
+	CHECK(ngnfs_cache_take_error(cache) == 0, "expected no write-back failure recorded");
+
+	ret = ngnfs_txn_run(cache, alloc_free_fn, &change);
+	CHECK(ret == 0 && change.victim, "expected a = 4 and an allocation, got %d", ret);
+	CHECK(ngnfs_cache_sync(cache) == 0, "expected the allocation to be written");
+	CHECK(fake_server_free_count_of(change.victim) == 0, "expected block %llu allocated",
+	      (unsigned long long)change.victim);
+	change.value = 5;
+	fake_server_hold_writes(true);
+	ret = ngnfs_txn_run(cache, alloc_free_fn, &change);
+	CHECK(ret == 0, "expected a = 5 and the free to commit, got %d", ret);
+	bg_start(&sync, cache, BG_SYNC, 0, 0);
+	wait_held(1, "for the sync of {a=5, free}");
+	fake_client_reset_session(ngnfs_cache_client(cache), 0);
+	fake_server_hold_writes(false);
+	fake_server_release_writes_reply_lost(-ENOTCONN);
+	ret = bg_join(&sync);
+	CHECK(ret == 0, "expected the sync of the applied free to succeed, got %d", ret);
+	CHECK(server_value(a) == 5, "expected a = 5 on the server, got %llu",
+	      (unsigned long long)server_value(a));
+	CHECK(fake_server_free_count_of(change.victim) == 1,
+	      "expected block %llu freed exactly once, it is on the free list %u times",
+	      (unsigned long long)change.victim, fake_server_free_count_of(change.victim));
+	CHECK(ngnfs_cache_take_error(cache) == 0, "expected no write-back failure recorded");
+	ngnfs_cache_destroy(cache);
+	return 0;
+}
 #endif
 
 struct test {
@@ -1998,6 +2094,7 @@ static const struct test tests[] = {
 	{ "multi_device_write_at_reset_is_resent", test_multi_device_write_at_reset_is_resent,
 	  true },
 	{ "grant_lost_under_committed_write", test_grant_lost_under_committed_write, true },
+	{ "applied_write_at_reset_is_kept", test_applied_write_at_reset_is_kept, true },
 #endif
 };
 
