@@ -76,7 +76,8 @@
  *
  * XXX:
  *  - A multi-device set whose COMMIT stays unanswered (client.c retries
- *    it for 30 s) is dropped, although it may have been committed.
+ *    it for reclaim_timeout_ms) is dropped, although it may have been
+ *    committed.
  *  - A revocation of a block that sits unused in the allocation pool
  *    (reserved, no cache entry) is answered with a RELEASE, which loses
  *    the reservation's grant; only a client GETting blocks it was never
@@ -1559,13 +1560,20 @@ int ngnfs_cache_create_with_client(const struct ngnfs_client_config *client_conf
 				   const struct ngnfs_cache_config *config,
 				   struct ngnfs_cache **cache_out)
 {
+	struct ngnfs_client_config with_retry = *client_config;
 	struct ngnfs_cache *cache;
 	int ret;
 
 	ret = cache_init(&cache, config);
 	if (ret < 0)
 		return ret;
-	ret = ngnfs_client_create(client_config, &cache_client_ops, cache, &cache->client);
+	/*
+	 * A COMMIT in doubt is retried for as long as dirty blocks wait for
+	 * a device that went away: both are "how long a device may be gone".
+	 */
+	if (!with_retry.commit_retry_ms)
+		with_retry.commit_retry_ms = cache->reclaim_timeout_ms;
+	ret = ngnfs_client_create(&with_retry, &cache_client_ops, cache, &cache->client);
 	if (ret < 0) {
 		cache_free(cache);
 		return ret;

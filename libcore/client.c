@@ -41,9 +41,10 @@
  *    -ENOTCONN instead of waiting: the caller (the cache, a transaction)
  *    knows better whether to wait and for how long, and nothing hangs.
  *  - The only request the client retries by itself is a multi-device
- *    set's COMMIT (idempotent at the primary), for up to the request
- *    timeout (30 s when that is 0), because giving up there leaves the
- *    set's outcome unknown to the caller.
+ *    set's COMMIT (idempotent at the primary), for up to commit_retry_ms
+ *    (the cache passes its reclaim timeout; else the request timeout, or
+ *    30 s when that is 0), because giving up there leaves the set's
+ *    outcome unknown to the caller.
  *
  * Multi-device sets follow docs/protocol.md: STAGE to every participant
  * (primary first in the participant list, frames of at most
@@ -175,6 +176,7 @@ struct ngnfs_client {
 	uint32_t hello_flags;
 	uint32_t connect_timeout_ms;
 	uint32_t request_timeout_ms;
+	uint32_t commit_retry_ms;
 	struct ngnfs_client_ops ops;
 	void *owner;
 
@@ -1143,6 +1145,10 @@ int ngnfs_client_create(const struct ngnfs_client_config *config,
 	client->connect_timeout_ms =
 	    config->connect_timeout_ms ? config->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
 	client->request_timeout_ms = config->request_timeout_ms;
+	client->commit_retry_ms = config->commit_retry_ms;
+	if (!client->commit_retry_ms)
+		client->commit_retry_ms = config->request_timeout_ms ? config->request_timeout_ms
+								     : COMMIT_RETRY_DEFAULT_MS;
 	if (ops)
 		client->ops = *ops;
 	client->owner = owner;
@@ -1773,7 +1779,6 @@ static void send_commit(struct ngnfs_client *client, void *arg)
 static void writes_finished(struct ngnfs_client *client, void *arg)
 {
 	struct write_op *op = arg;
-	uint32_t timeout_ms;
 
 	if (op->single || op->error) {
 		if (!op->single)
@@ -1781,9 +1786,7 @@ static void writes_finished(struct ngnfs_client *client, void *arg)
 		write_op_complete(op, op->error);
 		return;
 	}
-	timeout_ms =
-	    client->request_timeout_ms ? client->request_timeout_ms : COMMIT_RETRY_DEFAULT_MS;
-	op->commit_deadline_ns = now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+	op->commit_deadline_ns = now_ns() + (uint64_t)client->commit_retry_ms * 1000000ULL;
 	send_commit(client, op);
 }
 

@@ -68,6 +68,12 @@ struct ngnfs_client_config {
 	uint32_t hello_flags;	     /* NGNFS_HELLO_FORMAT for mkfs */
 	uint32_t connect_timeout_ms; /* default 5000 */
 	uint32_t request_timeout_ms; /* default 30000; 0 means wait forever */
+	/*
+	 * How long a COMMIT whose reply was lost is sent again before the
+	 * write fails with its outcome unknown; 0: request_timeout_ms (or
+	 * 30000 when that is 0).  The cache sets its reclaim timeout.
+	 */
+	uint32_t commit_retry_ms;
 	uint64_t client_id;	     /* 0: pick one at random */
 };
 

@@ -10,7 +10,8 @@
  * the others only after the commit reply, nothing but RESOLVE(ABORTED)
  * after a failed STAGE), GRANTs answered out of order, a REVOKE reaching
  * ops->revoke, a COMMIT retried after the primary's connection broke
- * (idempotent), the session_reset calls for a lost session and for a
+ * (idempotent) and, never answered, given up after commit_retry_ms with
+ * -EIO, the session_reset calls for a lost session and for a
  * restarted server, and a HELLO whose fs id disagrees with the other
  * devices refused with a message naming the device.
  */
@@ -52,10 +53,12 @@ struct fake_device {
 	int listen_fd;
 	char address[64];
 	pthread_t thread;
-	atomic_bool drop_next_commit;
+	atomic_uint drop_commits; /* this many COMMITs are "lost" (connection closed) */
 };
 
 static struct fake_device devices[DEVICES];
+/* Longer than the client's request timeout (2000 ms) on purpose. */
+#define FLOW_COMMIT_RETRY_MS 3500
 static pthread_mutex_t events_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct event events[MAX_EVENTS];
 static uint32_t event_count;
@@ -189,8 +192,10 @@ static void serve(struct fake_device *fake, int fd)
 
 			event.set_id = msg.commit.set_id;
 			record(&event);
-			if (atomic_exchange(&fake->drop_next_commit, false))
+			if (atomic_load(&fake->drop_commits)) {
+				atomic_fetch_sub(&fake->drop_commits, 1);
 				goto out; /* "primary died after the commit, before replying" */
+			}
 			for (uint32_t i = 0; i < staged_count[fake->device]; i++)
 				versions[i] = 100;
 			ngnfs_encode_versions_reply(&out, NGNFS_MSG_COMMIT_REPLY, msg.request_id, 0,
@@ -386,14 +391,16 @@ static uint64_t last_stage_set(uint32_t mark)
 	return set_id;
 }
 
-static struct ngnfs_client *open_fake_client(uint32_t request_timeout_ms, int *error)
+static struct ngnfs_client *open_fake_client(uint32_t request_timeout_ms, uint32_t commit_retry_ms,
+					     int *error)
 {
 	const char *addresses[DEVICES];
 	struct ngnfs_client_ops ops = { .revoke = on_revoke, .session_reset = on_session_reset };
 	struct ngnfs_client_config config = { .device_addresses = addresses,
 					      .device_count = DEVICES,
 					      .connect_timeout_ms = 2000,
-					      .request_timeout_ms = request_timeout_ms };
+					      .request_timeout_ms = request_timeout_ms,
+					      .commit_retry_ms = commit_retry_ms };
 	struct ngnfs_client *client = NULL;
 
 	for (int d = 0; d < DEVICES; d++)
@@ -444,7 +451,7 @@ int main(void)
 	for (int d = 0; d < DEVICES; d++)
 		fake_start(&devices[d], (uint16_t)d);
 
-	client = open_fake_client(2000, &error);
+	client = open_fake_client(2000, FLOW_COMMIT_RETRY_MS, &error);
 	CHECK(client, "create against fake devices: expected success, got %d", error);
 
 	/* GRANTs in reverse order, over two devices, each block once. */
@@ -576,7 +583,7 @@ int main(void)
 
 	/* COMMIT whose connection breaks: retried after reconnect, same set id. */
 	mark = event_mark();
-	atomic_store(&devices[0].drop_next_commit, true);
+	atomic_store(&devices[0].drop_commits, 1);
 	three_device_set(client, 31, 0, false, "3-device set whose first COMMIT is lost");
 	set_id = last_stage_set(mark);
 	CHECK(count_events(mark, 0, NGNFS_MSG_COMMIT, set_id, NULL, NULL) == 2,
@@ -589,6 +596,32 @@ int main(void)
 	      "restart; got lost %u back %u restarted %u",
 	      resets_lost[0], resets_back[0], resets_restarted[0]);
 	pthread_mutex_unlock(&lock);
+
+	/*
+	 * COMMIT never answered: sent again for commit_retry_ms (longer than
+	 * the 2 s request timeout, which must not cut it short), then the
+	 * write fails with its outcome unknown (-EIO).
+	 */
+	{
+		uint64_t start = client_test_now_ms(), elapsed;
+
+		mark = event_mark();
+		atomic_store(&devices[0].drop_commits, 1000);
+		three_device_set(client, 32, -EIO, false,
+				 "3-device set whose COMMITs are all lost");
+		elapsed = client_test_now_ms() - start;
+		atomic_store(&devices[0].drop_commits, 0);
+		set_id = last_stage_set(mark);
+		CHECK(elapsed >= FLOW_COMMIT_RETRY_MS - 100 &&
+			  elapsed < FLOW_COMMIT_RETRY_MS + 6000,
+		      "COMMITs all lost with commit_retry_ms %u: expected -EIO after about that, "
+		      "got it after %llu ms",
+		      FLOW_COMMIT_RETRY_MS, (unsigned long long)elapsed);
+		CHECK(count_events(mark, 0, NGNFS_MSG_COMMIT, set_id, NULL, NULL) >= 2,
+		      "COMMITs all lost: expected the COMMIT sent again, got it %u times",
+		      count_events(mark, 0, NGNFS_MSG_COMMIT, set_id, NULL, NULL));
+		CHECK_OK(client_test_wait_session(client, 0, 5000), "reconnect to device 0");
+	}
 
 	/* Request timeout. */
 	{
@@ -634,7 +667,7 @@ int main(void)
 
 		devices[1].fs_id[3] ^= 1;
 		client_test_capture_stderr_begin();
-		client = open_fake_client(2000, &error);
+		client = open_fake_client(2000, 0, &error);
 		log = client_test_capture_stderr_end();
 		CHECK(!client && error == -ESTALE,
 		      "devices of two filesystems: expected -ESTALE, got %d", error);
