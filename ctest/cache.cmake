@@ -94,6 +94,10 @@
 #       by its bytes at the moved version: no error, the newer change made
 #       during the write reaches the server, and a free it carried is not
 #       sent twice.
+#   release_waits_for_invalidation (fake only) a revocation whose
+#       invalidation the gateway delivers later holds its RELEASE (and the
+#       other client's write) until the delivery is reported, or for
+#       NGNFS_CACHE_INVALIDATION_WAIT_MS when it never is.
 #
 # ThreadSanitizer: every cache test carries the label tsan, so the TSan pass
 # of tools/ngnfs-local test (ctest -L tsan in build-tsan, see
@@ -135,7 +139,7 @@ foreach(test ${NGNFS_CACHE_TESTS} session_reset_regrants_dirty write_failure_rep
 	     cow_write_during_writeback cow_revoke_writes_both_in_order cow_first_write_fails
 	     read_of_block_in_flight_waits write_in_flight_at_reset_is_resent
 	     multi_device_write_at_reset_is_resent grant_lost_under_committed_write
-	     applied_write_at_reset_is_kept)
+	     applied_write_at_reset_is_kept release_waits_for_invalidation)
 	add_test(NAME cache.${test} COMMAND test_cache_fake ${test})
 	set_tests_properties(cache.${test} PROPERTIES TIMEOUT 60 LABELS tsan
 			     ENVIRONMENT "${NGNFS_TSAN_ENVIRONMENT}")

@@ -69,8 +69,10 @@ endforeach()
 #       by four clients: stable creates run at ~230/s on 2 cores, writeback
 #       at ~1400/s)
 #   fsal.e2e_coherence  two gateways on one cluster see each other's
-#       changes at once (up-calls counted in the logs); concurrent creates in
-#       one directory through both keep every entry; a third gateway runs
+#       changes at once (up-calls counted in the logs), also through a
+#       gateway whose up-call deliveries are slowed (the change waits for
+#       them); concurrent creates in one directory through both keep every
+#       entry; a third gateway runs
 #       from conf/ganesha.conf (the sample, with only port, paths, grace and
 #       devices changed) and serves a file
 #   fsal.e2e_restart    handles survive a gateway restart; kill -9 in stable

@@ -6,12 +6,22 @@
  * libcore tells us (ngnfs_set_invalidate) when a block we had cached is
  * revoked because another client is about to change it.  It calls us on
  * its network I/O thread, which must never wait for an operation thread,
- * while MDCACHE's invalidate up-call takes entry and content locks that a
- * ganesha worker blocked inside libcore may hold.  So the callback only
- * records the inode in a table under a mutex that nobody holds for longer
- * than a table insert or swap, and signals; our own thread swaps the
- * table out and delivers up_ops->invalidate for each inode, outside any
- * lock of ours.
+ * with its cache lock held, while MDCACHE's up-call may drop the last
+ * reference of an entry and so call back into this FSAL and libcore.  So
+ * the callback only records the inode in a table under a mutex that
+ * nobody holds for longer than a table insert or swap, and signals; our
+ * own thread swaps the table out and delivers up_ops->invalidate for each
+ * inode, outside any lock of ours.
+ *
+ * The callback returns a ticket, the number the table will have when our
+ * thread takes it, and the thread reports each table delivered
+ * (ngnfs_invalidations_delivered): libcore holds the RELEASE of the
+ * revoked block back until then, so the other client's change, and its
+ * reply, come only after MDCACHE stopped trusting what it had cached.
+ * libcore waits half a second at most (a thread stuck in MDCACHE costs
+ * the other client that delay, not a deadlock).  Before MDCACHE accepts
+ * up-calls (up_ready_wait) and for an inode we never handed out there is
+ * nothing to wait for: the ticket is 0.
  *
  * The table coalesces: an inode revoked many times before the thread runs
  * is delivered once (a directory receiving a burst of creates from
@@ -31,12 +41,11 @@
  * Every delivered invalidation logs a DEBUG line of component FSAL_UP
  * ("NGNFS up: invalidated inode ..."), which the coherence test counts.
  *
+ * NGNFS_FSAL_TEST_UP_DELAY_MS (environment, tests only) makes the thread
+ * wait that long before delivering each table, so a test can show that
+ * the other gateway's change waits for the delivery.
+ *
  * XXX:
- *  - libcore calls us at revocation, i.e. just before the other client's
- *    change: a request reaching this gateway between the other gateway's
- *    reply and our thread's delivery (microseconds) can still be served
- *    from MDCACHE.  Closing that needs the invalidation to be synchronous
- *    with the grant release, which libcore's I/O thread cannot wait for.
  *  - a full table drops invalidations instead of flushing MDCACHE (ganesha
  *    4.3 gives an FSAL no call to do that).
  */
@@ -45,7 +54,10 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fsal.h"
 #include "fsal_up.h"
@@ -87,6 +99,8 @@ struct ngnfs_fsal_up_queue {
 	struct ngnfs_fsal_up_table *pending;
 	struct ngnfs_fsal_up_table *spare;
 	bool stopping;
+	bool ready;	/* MDCACHE takes up-calls: tickets are worth waiting for */
+	uint64_t taken; /* tables our thread has taken: the last ticket it holds */
 	uint64_t dropped;
 
 	/* protects tracked */
@@ -97,6 +111,7 @@ struct ngnfs_fsal_up_queue {
 	uint64_t received;
 	uint64_t delivered;
 	uint64_t dropped_logged;
+	unsigned int test_delay_ms;
 };
 
 static unsigned int ngnfs_fsal_up_hash(uint64_t ino)
@@ -104,17 +119,21 @@ static unsigned int ngnfs_fsal_up_hash(uint64_t ino)
 	return (unsigned int)((ino * 0x9e3779b97f4a7c15ULL) >> 40);
 }
 
-/* libcore's callback; runs on its I/O thread: never waits. */
-static void ngnfs_fsal_up_invalidated(void *arg, const struct ngnfs_handle *handle,
-				      bool dir_changed)
+static bool ngnfs_fsal_up_is_tracked(struct ngnfs_fsal_up_queue *queue, uint64_t ino);
+
+/* libcore's callback; runs on its I/O thread: never waits.  Returns the ticket. */
+static uint64_t ngnfs_fsal_up_invalidated(void *arg, const struct ngnfs_handle *handle,
+					  bool dir_changed)
 {
 	struct ngnfs_fsal_up_queue *queue = arg;
 	struct ngnfs_fsal_up_table *table;
 	struct ngnfs_fsal_up_pending *slot;
+	uint64_t ticket;
 	unsigned int i;
 
-	if (handle->ino == 0)
-		return;
+	/* Never handed to ganesha: MDCACHE cannot have it. */
+	if (handle->ino == 0 || !ngnfs_fsal_up_is_tracked(queue, handle->ino))
+		return 0;
 	pthread_mutex_lock(&queue->mutex);
 	table = queue->pending;
 	i = ngnfs_fsal_up_hash(handle->ino) & (NGNFS_UP_TABLE_SLOTS - 1);
@@ -128,7 +147,7 @@ static void ngnfs_fsal_up_invalidated(void *arg, const struct ngnfs_handle *hand
 		if (table->count >= NGNFS_UP_TABLE_SLOTS / 4 * 3) {
 			queue->dropped++;
 			pthread_mutex_unlock(&queue->mutex);
-			return;
+			return 0;
 		}
 		slot->ino = handle->ino;
 		slot->generation = 0;
@@ -138,8 +157,10 @@ static void ngnfs_fsal_up_invalidated(void *arg, const struct ngnfs_handle *hand
 	if (handle->generation != 0)
 		slot->generation = handle->generation;
 	slot->dir_changed |= dir_changed;
+	ticket = queue->ready ? queue->taken + 1 : 0;
 	pthread_cond_signal(&queue->wake);
 	pthread_mutex_unlock(&queue->mutex);
+	return ticket;
 }
 
 void ngnfs_fsal_up_track(struct ngnfs_fsal_export *export, const struct ngnfs_handle *handle)
@@ -187,6 +208,19 @@ void ngnfs_fsal_up_untrack(struct ngnfs_fsal_export *export, const struct ngnfs_
 		}
 	}
 	pthread_mutex_unlock(&queue->track_mutex);
+}
+
+static bool ngnfs_fsal_up_is_tracked(struct ngnfs_fsal_up_queue *queue, uint64_t ino)
+{
+	struct ngnfs_fsal_up_tracked *tracked;
+	unsigned int bucket = ngnfs_fsal_up_hash(ino) % NGNFS_UP_TRACK_BUCKETS;
+
+	pthread_mutex_lock(&queue->track_mutex);
+	for (tracked = queue->tracked[bucket]; tracked != NULL; tracked = tracked->next)
+		if (tracked->ino == ino)
+			break;
+	pthread_mutex_unlock(&queue->track_mutex);
+	return tracked != NULL;
 }
 
 /*
@@ -249,13 +283,14 @@ static void *ngnfs_fsal_up_thread(void *arg)
 {
 	struct ngnfs_fsal_up_queue *queue = arg;
 	struct ngnfs_fsal_up_table *table;
-	uint64_t dropped;
+	uint64_t dropped, ticket;
 	unsigned int i;
 
 	/* MDCACHE takes up-calls only once the export is fully set up */
 	up_ready_wait((struct fsal_up_vector *)queue->export->export.up_ops);
 
 	pthread_mutex_lock(&queue->mutex);
+	queue->ready = true;
 	for (;;) {
 		while (!queue->stopping && queue->pending->count == 0 &&
 		       queue->dropped == queue->dropped_logged)
@@ -266,7 +301,11 @@ static void *ngnfs_fsal_up_thread(void *arg)
 		queue->pending = queue->spare;
 		queue->spare = NULL;
 		dropped = queue->dropped;
+		ticket = ++queue->taken;
 		pthread_mutex_unlock(&queue->mutex);
+
+		if (queue->test_delay_ms)
+			usleep(queue->test_delay_ms * 1000);
 
 		if (dropped != queue->dropped_logged) {
 			LogWarn(COMPONENT_FSAL_UP,
@@ -283,6 +322,8 @@ static void *ngnfs_fsal_up_thread(void *arg)
 			ngnfs_fsal_up_deliver(queue, &table->slots[i]);
 		}
 		memset(table, 0, sizeof(*table));
+		/* MDCACHE no longer trusts these: the other client may go on. */
+		ngnfs_invalidations_delivered(queue->export->fs, ticket);
 
 		pthread_mutex_lock(&queue->mutex);
 		queue->spare = table;
@@ -294,10 +335,21 @@ static void *ngnfs_fsal_up_thread(void *arg)
 int ngnfs_fsal_up_start(struct ngnfs_fsal_export *export)
 {
 	struct ngnfs_fsal_up_queue *queue;
+	const char *test_delay;
 	int ret;
 
 	queue = gsh_calloc(1, sizeof(*queue));
 	queue->export = export;
+	test_delay = getenv("NGNFS_FSAL_TEST_UP_DELAY_MS");
+	if (test_delay != NULL) {
+		queue->test_delay_ms = (unsigned int)strtoul(test_delay, NULL, 10);
+		if (queue->test_delay_ms > 10000)
+			queue->test_delay_ms = 10000;
+		LogWarn(COMPONENT_FSAL_UP,
+			"NGNFS up: export %u delays each invalidation delivery by %u ms "
+			"(NGNFS_FSAL_TEST_UP_DELAY_MS, for tests)",
+			export->export.export_id, queue->test_delay_ms);
+	}
 	queue->pending = gsh_calloc(1, sizeof(*queue->pending));
 	queue->spare = gsh_calloc(1, sizeof(*queue->spare));
 	pthread_mutex_init(&queue->mutex, NULL);
@@ -339,6 +391,8 @@ void ngnfs_fsal_up_stop(struct ngnfs_fsal_export *export)
 	up_ready_cancel((struct fsal_up_vector *)export->export.up_ops);
 	pthread_join(queue->thread, NULL);
 	queue->thread_started = false;
+	/* Nothing more is delivered: no RELEASE waits for us any longer. */
+	ngnfs_invalidations_delivered(export->fs, UINT64_MAX);
 	LogEvent(COMPONENT_FSAL_UP,
 		 "NGNFS up: export %u delivered %" PRIu64 " invalidations for %" PRIu64
 		 " revoked inodes, dropped %" PRIu64,

@@ -78,6 +78,13 @@ static inline void cache_list_del_init(struct cache_list *node)
 
 struct dirty_set;
 
+struct deferred_release {
+	uint64_t blkno;
+	uint64_t ticket;
+	uint64_t deadline_ms;
+	uint8_t access;
+};
+
 struct cache_block {
 	uint64_t blkno;
 	struct cache_block *hash_next;
@@ -254,6 +261,18 @@ struct ngnfs_cache {
 	struct ngnfs_cache_counters counters;
 	ngnfs_cache_invalidate_fn invalidate;
 	void *invalidate_arg;
+	/*
+	 * RELEASEs held back until the invalidation a revocation caused has
+	 * been delivered by the gateway (ngnfs_cache_invalidations_delivered):
+	 * the other client's change can only happen after our RELEASE, and
+	 * by then nothing stale may be served from the gateway's own caches.
+	 * Each goes at its deadline at the latest, before any GET of its
+	 * block, and before a GRANT of it is looked at.
+	 */
+	struct deferred_release *deferred;
+	uint32_t deferred_count; /* read without the lock as a hint */
+	uint32_t deferred_capacity;
+	uint64_t delivered_ticket;
 	ngnfs_cache_lost_fn lost;
 	void *lost_arg;
 };

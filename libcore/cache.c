@@ -29,7 +29,15 @@
  * A revoked dirty block writes back its whole dirty set with the release
  * folded into the write (down to READ, so the set's other blocks keep a
  * readable copy and readers may go on during the write); a revocation to
- * NONE then releases the revoked block alone once nobody reads it.
+ * NONE then releases the revoked block alone once nobody reads it.  The
+ * invalidate callback hears of it first; when the gateway delivers that
+ * to its own caches later it returns a ticket, and the RELEASE is held
+ * back (cache->deferred) until ngnfs_cache_invalidations_delivered()
+ * reports the ticket, for NGNFS_CACHE_INVALIDATION_WAIT_MS at most: the
+ * other client's change must not return before this gateway stopped
+ * trusting its copy.  A held-back RELEASE goes before any GET of its
+ * block and before a GRANT of it is looked at, so the ordering below
+ * holds.
  *
  * After a release to NONE the copy is kept, unguarded and unreadable by
  * transactions, with its version: the next GET sends that version and
@@ -367,6 +375,87 @@ void cache_send_release(struct ngnfs_cache *cache, uint64_t blkno, uint8_t acces
 				cache_access_name(access), strerror(-ret), ret);
 }
 
+/*
+ * Send the held-back RELEASEs that may go now: every one (all), the one of
+ * *blkno (a GET or GRANT of it comes next, and a RELEASE must not cross
+ * it), and those whose invalidation was delivered or whose deadline
+ * passed.  Returns the earliest deadline still waiting, 0 if none.
+ */
+static uint64_t send_deferred_releases(struct ngnfs_cache *cache, const uint64_t *blkno, bool all)
+{
+	uint64_t now = cache_now_ms(), earliest = 0;
+	uint32_t i = 0;
+
+	while (i < cache->deferred_count) {
+		struct deferred_release *release = &cache->deferred[i];
+		bool delivered = release->ticket <= cache->delivered_ticket;
+		bool mine = blkno && release->blkno == *blkno;
+
+		if (!all && !mine && !delivered && now < release->deadline_ms) {
+			if (!earliest || release->deadline_ms < earliest)
+				earliest = release->deadline_ms;
+			i++;
+			continue;
+		}
+		if (!all && !mine && !delivered) {
+			cache->counters.deferred_release_timeouts++;
+			ngnfs_cache_log(
+			    "the invalidation for block %llu on device %u was not delivered "
+			    "within %u ms: releasing it all the same (another client "
+			    "waits for it)\n",
+			    (unsigned long long)release->blkno, ngnfs_blkno_device(release->blkno),
+			    NGNFS_CACHE_INVALIDATION_WAIT_MS);
+		}
+		cache_send_release(cache, release->blkno, release->access);
+		*release = cache->deferred[cache->deferred_count - 1];
+		__atomic_store_n(&cache->deferred_count, cache->deferred_count - 1,
+				 __ATOMIC_RELAXED);
+	}
+	return earliest;
+}
+
+/*
+ * Hold the RELEASE of blkno back until the invalidation with ticket is
+ * delivered.  False: send it now (delivered already, or no memory).
+ */
+static bool defer_release(struct ngnfs_cache *cache, uint64_t blkno, uint8_t access,
+			  uint64_t ticket)
+{
+	if (ticket <= cache->delivered_ticket)
+		return false;
+	if (cache->deferred_count == cache->deferred_capacity) {
+		uint32_t capacity = cache->deferred_capacity ? cache->deferred_capacity * 2 : 16;
+		struct deferred_release *deferred =
+		    realloc(cache->deferred, capacity * sizeof(*deferred));
+
+		if (!deferred)
+			return false;
+		cache->deferred = deferred;
+		cache->deferred_capacity = capacity;
+	}
+	cache->deferred[cache->deferred_count] = (struct deferred_release){
+		.blkno = blkno,
+		.ticket = ticket,
+		.deadline_ms = cache_now_ms() + NGNFS_CACHE_INVALIDATION_WAIT_MS,
+		.access = access,
+	};
+	__atomic_store_n(&cache->deferred_count, cache->deferred_count + 1, __ATOMIC_RELAXED);
+	cache->counters.releases_deferred++;
+	/* Its timed wait must end by the deadline. */
+	cache_kick_flusher(cache);
+	return true;
+}
+
+void ngnfs_cache_invalidations_delivered(struct ngnfs_cache *cache, uint64_t ticket)
+{
+	pthread_mutex_lock(&cache->lock);
+	if (ticket > cache->delivered_ticket)
+		cache->delivered_ticket = ticket;
+	if (cache->deferred_count)
+		send_deferred_releases(cache, NULL, false);
+	pthread_mutex_unlock(&cache->lock);
+}
+
 bool cache_add_action(struct cache_action **actions, enum cache_action_type type, uint64_t blkno,
 		      uint8_t access, uint64_t version)
 {
@@ -427,6 +516,11 @@ void cache_run_actions(struct ngnfs_cache *cache, struct cache_action *actions)
 
 		switch (actions->type) {
 		case CACHE_ACTION_GET:
+			if (__atomic_load_n(&cache->deferred_count, __ATOMIC_RELAXED)) {
+				pthread_mutex_lock(&cache->lock);
+				send_deferred_releases(cache, &actions->blkno, false);
+				pthread_mutex_unlock(&cache->lock);
+			}
 			request.blkno = actions->blkno;
 			request.version = actions->version;
 			request.access = actions->access;
@@ -458,6 +552,8 @@ void cache_start_get(struct ngnfs_cache *cache, struct cache_block *block, uint8
 	block->get_access = access;
 	block->get_error = 0;
 	cache->counters.misses++;
+	if (cache->deferred_count)
+		send_deferred_releases(cache, &block->blkno, false);
 	pthread_mutex_unlock(&cache->lock);
 	ret = ngnfs_client_get(cache->client, &request, 1, cache_get_done, cache);
 	if (ret < 0)
@@ -633,6 +729,7 @@ static void revoke_progress(struct ngnfs_cache *cache, struct cache_block *block
 			    struct cache_action **actions)
 {
 	uint8_t target = block->revoke_access;
+	uint64_t ticket = 0;
 
 	if (!block->revoke_pending)
 		return;
@@ -656,7 +753,7 @@ static void revoke_progress(struct ngnfs_cache *cache, struct cache_block *block
 	block->access = target;
 	block->revoke_pending = false;
 	if (target == NGNFS_ACCESS_NONE && cache->invalidate && block->data)
-		cache->invalidate(cache->invalidate_arg, block->blkno, block->data);
+		ticket = cache->invalidate(cache->invalidate_arg, block->blkno, block->data);
 	if (block->get_access > target) {
 		/*
 		 * Our upgrade GET is still queued at the server.  This
@@ -669,7 +766,8 @@ static void revoke_progress(struct ngnfs_cache *cache, struct cache_block *block
 			block->crossed_access = target;
 		block->release_crossed = true;
 	}
-	cache_send_release(cache, block->blkno, target);
+	if (!ticket || !defer_release(cache, block->blkno, target, ticket))
+		cache_send_release(cache, block->blkno, target);
 	cache_wake_block(cache, block->blkno);
 }
 
@@ -1003,6 +1101,9 @@ static void cache_get_done(void *arg, int status, uint64_t blkno, uint64_t versi
 	bool lost = false;
 
 	pthread_mutex_lock(&cache->lock);
+	/* A GET that crossed our held-back RELEASE: the RELEASE goes first. */
+	if (cache->deferred_count)
+		send_deferred_releases(cache, &blkno, false);
 	block = cache_lookup(cache, blkno);
 	if (!block) {
 		if (status == 0)
@@ -1150,6 +1251,16 @@ static void cache_session_reset(void *owner, uint16_t device, bool server_restar
 	pthread_mutex_lock(&cache->lock);
 	if (device < cache->device_count)
 		cache->pools[device].count = 0;
+	/* The session's grants are gone: so is what held-back RELEASEs would give up. */
+	for (uint32_t i = 0; i < cache->deferred_count;) {
+		if (ngnfs_blkno_device(cache->deferred[i].blkno) != device) {
+			i++;
+			continue;
+		}
+		cache->deferred[i] = cache->deferred[cache->deferred_count - 1];
+		__atomic_store_n(&cache->deferred_count, cache->deferred_count - 1,
+				 __ATOMIC_RELAXED);
+	}
 	for (bucket = 0; bucket <= cache->bucket_mask; bucket++) {
 		struct cache_block *block;
 
@@ -1390,6 +1501,12 @@ static void *flusher_main(void *arg)
 		uint64_t next_deadline = now + CACHE_FLUSHER_IDLE_MS;
 		struct timespec deadline;
 
+		if (cache->deferred_count) {
+			uint64_t first = send_deferred_releases(cache, NULL, false);
+
+			if (first && first < next_deadline)
+				next_deadline = first;
+		}
 		if (cache->regrants) {
 			struct cache_action *actions = NULL;
 
@@ -1526,6 +1643,7 @@ static void cache_free(struct ngnfs_cache *cache)
 		free(cache->pools[i].versions);
 	}
 	cache_free_slabs(cache);
+	free(cache->deferred);
 	free(cache->pools);
 	free(cache->flusher_groups);
 	for (i = 0; i < NGNFS_CACHE_WAITQS; i++)
@@ -1609,6 +1727,7 @@ void ngnfs_cache_destroy(struct ngnfs_cache *cache)
 	pthread_mutex_lock(&cache->lock);
 	while (cache->writes_inflight)
 		pthread_cond_wait(&cache->idle_cond, &cache->lock);
+	send_deferred_releases(cache, NULL, true);
 	pthread_mutex_unlock(&cache->lock);
 	if (cache->owns_client)
 		ngnfs_client_destroy(cache->client);

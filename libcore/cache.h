@@ -48,8 +48,15 @@ struct ngnfs_cache;
  * copy being dropped (NULL if none); it is only valid during the call.
  * It runs with the cache's lock held: it must not call into the cache or
  * start transactions, only note what to invalidate.
+ *
+ * It returns 0, or a ticket when it queued an invalidation that is
+ * delivered later: the RELEASE that lets the other client go on is then
+ * held back until ngnfs_cache_invalidations_delivered() is called with
+ * that ticket or a later one (tickets only grow), or for
+ * NGNFS_CACHE_INVALIDATION_WAIT_MS at most.
  */
-typedef void (*ngnfs_cache_invalidate_fn)(void *arg, uint64_t blkno, const void *data);
+typedef uint64_t (*ngnfs_cache_invalidate_fn)(void *arg, uint64_t blkno, const void *data);
+#define NGNFS_CACHE_INVALIDATION_WAIT_MS 500
 
 /*
  * Called (cache lock held, any thread, must not block or call the cache)
@@ -72,6 +79,8 @@ struct ngnfs_cache_counters {
 	uint64_t block_syncs; /* ngnfs_cache_sync_block calls that found a dirty set */
 	/* blocks of writes in flight at a session break found applied by blockd */
 	uint64_t in_doubt_applied;
+	uint64_t releases_deferred;	    /* held back for an invalidation's delivery */
+	uint64_t deferred_release_timeouts; /* sent at the deadline, undelivered */
 	uint64_t evictions;
 	uint64_t dirty_blocks;	/* now */
 	uint64_t cached_blocks; /* now */
@@ -93,6 +102,8 @@ int ngnfs_cache_create_with_client(const struct ngnfs_client_config *client_conf
 /* Writes back everything dirty, then frees the cache. */
 void ngnfs_cache_destroy(struct ngnfs_cache *cache);
 void ngnfs_cache_set_invalidate(struct ngnfs_cache *cache, ngnfs_cache_invalidate_fn fn, void *arg);
+/* Every invalidation up to ticket is delivered: the RELEASEs waiting for them go (any thread). */
+void ngnfs_cache_invalidations_delivered(struct ngnfs_cache *cache, uint64_t ticket);
 
 void ngnfs_cache_set_lost(struct ngnfs_cache *cache, ngnfs_cache_lost_fn fn, void *arg);
 

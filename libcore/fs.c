@@ -103,7 +103,7 @@ void ngnfs_handle_from_wire(const uint8_t wire[NGNFS_HANDLE_WIRE_SIZE], struct n
 
 /* ---- invalidation ---- */
 
-static void cache_invalidated(void *arg, uint64_t blkno, const void *data)
+static uint64_t cache_invalidated(void *arg, uint64_t blkno, const void *data)
 {
 	struct ngnfs_fs *fs = arg;
 	const struct ngnfs_block_header *header = data;
@@ -112,14 +112,15 @@ static void cache_invalidated(void *arg, uint64_t blkno, const void *data)
 	uint32_t magic;
 
 	if (!fn || !data)
-		return;
+		return 0;
 	magic = le32toh(header->magic);
 	handle.ino = le64toh(header->owner_ino);
 	if (handle.ino == 0)
-		return;
+		return 0;
 	if (magic == NGNFS_MAGIC_INODE && handle.ino == blkno)
 		handle.generation = le64toh(((const struct ngnfs_inode *)data)->generation);
-	fn(fs->invalidate_arg, &handle, magic == NGNFS_MAGIC_BTREE || magic == NGNFS_MAGIC_INODE);
+	return fn(fs->invalidate_arg, &handle,
+		  magic == NGNFS_MAGIC_BTREE || magic == NGNFS_MAGIC_INODE);
 }
 
 /*
@@ -197,6 +198,11 @@ void ngnfs_set_invalidate(struct ngnfs_fs *fs, ngnfs_invalidate_fn fn, void *arg
 {
 	fs->invalidate_arg = arg;
 	__atomic_store_n(&fs->invalidate, fn, __ATOMIC_RELEASE);
+}
+
+void ngnfs_invalidations_delivered(struct ngnfs_fs *fs, uint64_t ticket)
+{
+	ngnfs_cache_invalidations_delivered(fs->cache, ticket);
 }
 
 /* ---- open files ---- */

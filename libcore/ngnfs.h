@@ -119,11 +119,18 @@ const char *ngnfs_last_error(void);
 
 /*
  * Cache invalidation for a gateway layer: called (from libcore's I/O
- * thread, must not block) when another client changed an object this
- * client had cached.  dir_changed says the change may be in its entries.
+ * thread, must not block) when another client is about to change an
+ * object this client had cached.  dir_changed says the change may be in
+ * its entries.  Returning a ticket (not 0) says the invalidation is
+ * delivered later, by another thread: the other client's change then
+ * waits until ngnfs_invalidations_delivered() reports that ticket (or a
+ * later one), for half a second at most, so that no request answered
+ * from the gateway's own cache after that change returned is stale.
  */
-typedef void (*ngnfs_invalidate_fn)(void *arg, const struct ngnfs_handle *handle, bool dir_changed);
+typedef uint64_t (*ngnfs_invalidate_fn)(void *arg, const struct ngnfs_handle *handle,
+					bool dir_changed);
 void ngnfs_set_invalidate(struct ngnfs_fs *fs, ngnfs_invalidate_fn fn, void *arg);
+void ngnfs_invalidations_delivered(struct ngnfs_fs *fs, uint64_t ticket);
 
 int ngnfs_root(struct ngnfs_fs *fs, struct ngnfs_handle *root);
 void ngnfs_fs_id(struct ngnfs_fs *fs, uint8_t fs_id[16]);

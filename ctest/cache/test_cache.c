@@ -737,17 +737,21 @@ struct invalidations {
 	pthread_mutex_t lock;
 	uint64_t blknos[64];
 	int count;
+	uint64_t ticket; /* returned: 0, or "delivered later" */
 };
 
-static void record_invalidate(void *arg, uint64_t blkno, const void *data)
+static uint64_t record_invalidate(void *arg, uint64_t blkno, const void *data)
 {
 	struct invalidations *inv = arg;
+	uint64_t ticket;
 
 	(void)data;
 	pthread_mutex_lock(&inv->lock);
 	if (inv->count < 64)
 		inv->blknos[inv->count++] = blkno;
+	ticket = inv->ticket;
 	pthread_mutex_unlock(&inv->lock);
+	return ticket;
 }
 
 static bool invalidated(struct invalidations *inv, uint64_t blkno)
@@ -1964,6 +1968,67 @@ static int test_grant_lost_under_committed_write(void)
 	return 0;
 }
 
+/*
+ * A revocation whose invalidation the gateway delivers later (the
+ * callback returned a ticket): the RELEASE, and so the other client's
+ * write, waits until the gateway says the ticket is delivered; a ticket
+ * never delivered holds it for NGNFS_CACHE_INVALIDATION_WAIT_MS only.
+ */
+static int test_release_waits_for_invalidation(void)
+{
+	struct ngnfs_cache *one = new_cache(NGNFS_DURABILITY_WRITEBACK, 60000, 0);
+	struct ngnfs_cache *two = new_cache(NGNFS_DURABILITY_WRITEBACK, 60000, 0);
+	struct invalidations inv = { .lock = PTHREAD_MUTEX_INITIALIZER, .ticket = 1 };
+	uint64_t a = TEST_BLOCK(0, 7), start, elapsed;
+	struct ngnfs_cache_counters counters;
+	struct bg_call writer;
+	int ret;
+
+	ngnfs_cache_set_invalidate(one, record_invalidate, &inv);
+	put(two, a, 1);
+	CHECK(get(one, a) == 1, "expected the first client to read a = 1");
+	bg_start(&writer, two, BG_PUT, a, 2);
+	usleep(200 * 1000);
+	CHECK(invalidated(&inv, a), "expected the revocation of a to invalidate it");
+	CHECK(!bg_done(&writer),
+	      "expected the second client's write to wait for the invalidation's delivery");
+	start = now_ms();
+	ngnfs_cache_invalidations_delivered(one, 1);
+	ret = bg_join(&writer);
+	elapsed = now_ms() - start;
+	CHECK(ret == 0 && elapsed < 2000,
+	      "expected the write to go on once the invalidation was delivered, got %d after "
+	      "%llu ms",
+	      ret, (unsigned long long)elapsed);
+	counters = counters_of(one);
+	CHECK(counters.releases_deferred == 1 && counters.deferred_release_timeouts == 0,
+	      "expected one RELEASE held back and none timed out, got %llu and %llu",
+	      (unsigned long long)counters.releases_deferred,
+	      (unsigned long long)counters.deferred_release_timeouts);
+
+	pthread_mutex_lock(&inv.lock);
+	inv.ticket = 2;
+	pthread_mutex_unlock(&inv.lock);
+	CHECK(get(one, a) == 2, "expected the first client to read a = 2");
+	start = now_ms();
+	bg_start(&writer, two, BG_PUT, a, 3);
+	ret = bg_join(&writer);
+	elapsed = now_ms() - start;
+	CHECK(ret == 0 && elapsed + 50 >= NGNFS_CACHE_INVALIDATION_WAIT_MS &&
+		  elapsed < NGNFS_CACHE_INVALIDATION_WAIT_MS + 3000,
+	      "expected an undelivered invalidation to hold the write for about %u ms, got %d "
+	      "after %llu ms",
+	      NGNFS_CACHE_INVALIDATION_WAIT_MS, ret, (unsigned long long)elapsed);
+	counters = counters_of(one);
+	CHECK(counters.deferred_release_timeouts == 1,
+	      "expected the held-back RELEASE counted as timed out, got %llu",
+	      (unsigned long long)counters.deferred_release_timeouts);
+	CHECK(get(one, a) == 3, "expected the first client to read a = 3");
+	ngnfs_cache_destroy(two);
+	ngnfs_cache_destroy(one);
+	return 0;
+}
+
 struct alloc_free_arg {
 	uint64_t dir;
 	uint64_t value;
@@ -2095,6 +2160,7 @@ static const struct test tests[] = {
 	  true },
 	{ "grant_lost_under_committed_write", test_grant_lost_under_committed_write, true },
 	{ "applied_write_at_reset_is_kept", test_applied_write_at_reset_is_kept, true },
+	{ "release_waits_for_invalidation", test_release_waits_for_invalidation, true },
 #endif
 };
 

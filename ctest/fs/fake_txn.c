@@ -514,6 +514,12 @@ void ngnfs_cache_set_invalidate(struct ngnfs_cache *cache, ngnfs_cache_invalidat
 	(void)arg;
 }
 
+void ngnfs_cache_invalidations_delivered(struct ngnfs_cache *cache, uint64_t ticket)
+{
+	(void)cache;
+	(void)ticket;
+}
+
 void ngnfs_cache_set_lost(struct ngnfs_cache *cache, ngnfs_cache_lost_fn fn, void *arg)
 {
 	cache->lost = fn;

@@ -18,8 +18,10 @@
  *              name exactly once, with the time it took
  *   coherence  two gateways on one cluster: what one does is visible
  *              through the other as soon as it returned (the FSAL's
- *              invalidation up-calls, counted in the log), and concurrent
- *              creates in one directory from both keep every entry
+ *              invalidation up-calls, counted in the log; the change
+ *              waits for their delivery, shown with a gateway whose
+ *              deliveries are slowed), and concurrent creates in one
+ *              directory from both keep every entry
  *   restart    a gateway restarted under a client keeps its handles; a
  *              gateway killed with SIGKILL in stable mode loses nothing it
  *              acknowledged: neither what was closed, nor UNSTABLE writes
@@ -1244,6 +1246,64 @@ static void test_two_gateways_see_each_other(void **state)
 	nfs_destroy_context(b);
 }
 
+/*
+ * A third gateway whose up-call thread waits 150 ms before each delivery
+ * (NGNFS_FSAL_TEST_UP_DELAY_MS; libcore waits 500 ms at most, and an
+ * invalidation may queue behind one table being delivered) and whose
+ * MDCACHE trusts attributes for
+ * an hour: a chmod through gateway a is still seen at once through it,
+ * because a's change waits for the slow gateway's RELEASE, which waits for
+ * MDCACHE to have been told.  Without that wait the stat right after the
+ * chmod is answered from MDCACHE with the old mode.
+ */
+static void test_change_waits_for_invalidation(void **state)
+{
+	static const char slow_export[] = "\tAttr_Expiration_Time = 3600;\n";
+	struct ganesha_instance *slow;
+	struct nfs_context *a, *s;
+	struct nfs_stat_64 st;
+	uint64_t longest = 0;
+	unsigned int i;
+
+	(void)state;
+	setenv("NGNFS_FSAL_TEST_UP_DELAY_MS", "150", 1);
+	slow = start_gateway("coherence-slow", "stable", slow_export, coherence_log);
+	unsetenv("NGNFS_FSAL_TEST_UP_DELAY_MS");
+	check(slow != NULL, "the slow-up-call gateway did not start");
+	a = nfs_connect(gateway);
+	s = nfs_connect(slow);
+	create_with(a, "/slow-upcall", (const uint8_t *)"x", 1);
+	check_nfs(a, nfs_chmod(a, "/slow-upcall", 0600));
+	check_nfs(s, nfs_stat64(s, "/slow-upcall", &st));
+	check((st.nfs_mode & 07777) == 0600, "slow gateway: expected mode 0600, got 0%o",
+	      (unsigned int)(st.nfs_mode & 07777));
+	for (i = 1; i <= 4; i++) {
+		unsigned int mode = 0600 | (i << 3);
+		uint64_t started = now_ms(), took;
+
+		check_nfs(a, nfs_chmod(a, "/slow-upcall", mode));
+		took = now_ms() - started;
+		if (took > longest)
+			longest = took;
+		check_nfs(s, nfs_stat64(s, "/slow-upcall", &st));
+		check((st.nfs_mode & 07777) == mode,
+		      "slow gateway, round %u: expected mode 0%o right after the chmod through "
+		      "gateway a returned (in %llu ms), got 0%o",
+		      i, mode, (unsigned long long)took, (unsigned int)(st.nfs_mode & 07777));
+	}
+	check(longest >= 100,
+	      "expected a chmod through gateway a to wait for the slow gateway's delivery "
+	      "(150 ms), the longest took %llu ms",
+	      (unsigned long long)longest);
+	check(count_in_log(slow, "delays each invalidation delivery by 150 ms") == 1,
+	      "expected the slow gateway to log its test delay");
+	print_message("chmod through a while the other gateway delivers slowly: longest %llu ms\n",
+		      (unsigned long long)longest);
+	nfs_destroy_context(a);
+	nfs_destroy_context(s);
+	check(ganesha_instance_stop(slow) == 0, "the slow gateway did not stop cleanly");
+}
+
 struct concurrent_creator {
 	struct ganesha_instance *instance;
 	char prefix;
@@ -2127,6 +2187,7 @@ int main(int argc, char **argv)
 	};
 	const struct CMUnitTest coherence_tests[] = {
 		cmocka_unit_test(test_two_gateways_see_each_other),
+		cmocka_unit_test(test_change_waits_for_invalidation),
 		cmocka_unit_test(test_concurrent_creates),
 		cmocka_unit_test(test_sample_config_serves),
 	};
