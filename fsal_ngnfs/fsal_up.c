@@ -48,6 +48,12 @@
  * XXX:
  *  - a full table drops invalidations instead of flushing MDCACHE (ganesha
  *    4.3 gives an FSAL no call to do that).
+ *  - an object not yet handed to ganesha is not waited for, so a lookup
+ *    that read its attributes from libcore just before another client's
+ *    revocation, and hands the object to MDCACHE just after, leaves the
+ *    old attributes trusted until Attr_Expiration_Time.  Closing it: a
+ *    revocation sequence sampled around the libcore call, and attributes
+ *    that raced one returned with expire_time_attr = 1.
  */
 
 #include "config.h"
