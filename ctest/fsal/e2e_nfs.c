@@ -1250,11 +1250,11 @@ static void test_two_gateways_see_each_other(void **state)
  * A third gateway whose up-call thread waits 100 ms before each delivery
  * (NGNFS_FSAL_TEST_UP_DELAY_MS; libcore waits 500 ms at most, and an
  * invalidation may queue behind one table being delivered) and whose
- * MDCACHE trusts attributes for
- * an hour: a chmod through gateway a is still seen at once through it,
- * because a's change waits for the slow gateway's RELEASE, which waits for
- * MDCACHE to have been told.  Without that wait the stat right after the
- * chmod is answered from MDCACHE with the old mode.
+ * MDCACHE trusts attributes for an hour: a chmod through gateway a is
+ * still seen at once through it, because a's change waits for the slow
+ * gateway's RELEASE, which waits for MDCACHE to have been told.  Without
+ * that wait the stat right after the chmod is answered from MDCACHE with
+ * the old mode.
  */
 static void test_change_waits_for_invalidation(void **state)
 {
