@@ -74,7 +74,7 @@ struct ngnfs_client_config {
 	 * 30000 when that is 0).  The cache sets its reclaim timeout.
 	 */
 	uint32_t commit_retry_ms;
-	uint64_t client_id;	     /* 0: pick one at random */
+	uint64_t client_id; /* 0: pick one at random */
 };
 
 int ngnfs_client_create(const struct ngnfs_client_config *config,
