@@ -48,12 +48,16 @@
  * XXX:
  *  - a full table drops invalidations instead of flushing MDCACHE (ganesha
  *    4.3 gives an FSAL no call to do that).
- *  - an object not yet handed to ganesha is not waited for, so a lookup
- *    that read its attributes from libcore just before another client's
- *    revocation, and hands the object to MDCACHE just after, leaves the
- *    old attributes trusted until Attr_Expiration_Time.  Closing it: a
- *    revocation sequence sampled around the libcore call, and attributes
- *    that raced one returned with expire_time_attr = 1.
+ *  - attributes read from libcore just before another client's
+ *    revocation and stored by MDCACHE just after it (our getattrs or
+ *    lookup returns, then MDCACHE copies the attributes and marks them
+ *    trusted, and an invalidation delivered in between finds nothing to
+ *    clear, or a bit MDCACHE sets again) stay trusted until
+ *    Attr_Expiration_Time.  The window is ganesha's (any FSAL with
+ *    asynchronous up-calls has it) and lasts from libcore's answer to
+ *    MDCACHE's update; narrowing it: remember recently revoked inodes and
+ *    return attributes read shortly before such a revocation with
+ *    expire_time_attr = 1.
  */
 
 #include "config.h"
