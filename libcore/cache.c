@@ -969,7 +969,9 @@ static void cache_write_done(void *arg, int status, const uint64_t *versions)
 		 * grants again at their base versions, like the dirty blocks
 		 * the session reset found idle: an unchanged version means the
 		 * write never happened and the set is written again; a moved
-		 * one drops the set as for any block changed underneath
+		 * one with the bytes the write sent (remember_in_doubt) means
+		 * it was applied, and the set is written again on top of it;
+		 * other bytes drop the set as for any block changed underneath
 		 * (cache_get_done), with the error reported.
 		 *
 		 * -ENOTCONN of a multi-device set: a STAGE failed, so the
