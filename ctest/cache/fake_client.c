@@ -224,8 +224,7 @@ static void process_block(struct fake_block *block)
 			event->grant_done = request->done;
 			event->arg = request->arg;
 			if (on_free_list(block->blkno)) {
-				/* Like blockd: a freed block reads as zeros, sent at any version.
-				 */
+				/* Like blockd: a freed block reads as zeros, at any version. */
 				event->has_data = true;
 				memset(event->data, 0, NGNFS_BLOCK_SIZE);
 			} else if (request->cached_version != block->version ||
@@ -526,11 +525,7 @@ int ngnfs_client_release(struct ngnfs_client *client, uint64_t blkno, uint8_t ac
 	return 0;
 }
 
-/*
- * Server lock held.  staged: the devices accepted the set before the
- * writer's grants went (a multi-device set staged, then a session reset),
- * so the grants are not checked.
- */
+/* Server lock held. */
 static bool on_free_list(uint64_t blkno)
 {
 	uint32_t i;
@@ -542,9 +537,11 @@ static bool on_free_list(uint64_t blkno)
 }
 
 /*
- * fail_status: nothing applied, the write completes with it.  reply_status:
- * applied (when the checks pass), but the reply is lost and the write
- * completes with this status instead.
+ * Server lock held.  fail_status: nothing applied, the write completes
+ * with it.  staged: the devices accepted the set before the writer's
+ * grants went (a multi-device set staged, then a session reset), so the
+ * grants are not checked.  reply_status: applied (when the checks pass),
+ * but the reply is lost and the write completes with this status instead.
  */
 static void apply_write(struct ngnfs_client *client, const struct ngnfs_write_set *set,
 			ngnfs_write_done_fn done, void *arg, int fail_status, bool staged,
