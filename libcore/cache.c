@@ -375,6 +375,13 @@ void cache_send_release(struct ngnfs_cache *cache, uint64_t blkno, uint8_t acces
 				cache_access_name(access), strerror(-ret), ret);
 }
 
+/* The held-back RELEASE at index i leaves the list (order does not matter). */
+static void drop_deferred_release(struct ngnfs_cache *cache, uint32_t i)
+{
+	cache->deferred[i] = cache->deferred[cache->deferred_count - 1];
+	__atomic_store_n(&cache->deferred_count, cache->deferred_count - 1, __ATOMIC_RELAXED);
+}
+
 /*
  * Send the held-back RELEASEs that may go now: every one (all), the one of
  * *blkno (a GET or GRANT of it comes next, and a RELEASE must not cross
@@ -407,9 +414,7 @@ static uint64_t send_deferred_releases(struct ngnfs_cache *cache, const uint64_t
 			    NGNFS_CACHE_INVALIDATION_WAIT_MS);
 		}
 		cache_send_release(cache, release->blkno, release->access);
-		*release = cache->deferred[cache->deferred_count - 1];
-		__atomic_store_n(&cache->deferred_count, cache->deferred_count - 1,
-				 __ATOMIC_RELAXED);
+		drop_deferred_release(cache, i);
 	}
 	return earliest;
 }
@@ -1255,13 +1260,10 @@ static void cache_session_reset(void *owner, uint16_t device, bool server_restar
 		cache->pools[device].count = 0;
 	/* The session's grants are gone: so is what held-back RELEASEs would give up. */
 	for (uint32_t i = 0; i < cache->deferred_count;) {
-		if (ngnfs_blkno_device(cache->deferred[i].blkno) != device) {
+		if (ngnfs_blkno_device(cache->deferred[i].blkno) == device)
+			drop_deferred_release(cache, i);
+		else
 			i++;
-			continue;
-		}
-		cache->deferred[i] = cache->deferred[cache->deferred_count - 1];
-		__atomic_store_n(&cache->deferred_count, cache->deferred_count - 1,
-				 __ATOMIC_RELAXED);
 	}
 	for (bucket = 0; bucket <= cache->bucket_mask; bucket++) {
 		struct cache_block *block;
