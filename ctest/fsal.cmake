@@ -72,9 +72,8 @@ endforeach()
 #       changes at once (up-calls counted in the logs), also through a
 #       gateway whose up-call deliveries are slowed (the change waits for
 #       them); concurrent creates in one directory through both keep every
-#       entry; a third gateway runs
-#       from conf/ganesha.conf (the sample, with only port, paths, grace and
-#       devices changed) and serves a file
+#       entry; a third gateway runs from conf/ganesha.conf (the sample, with
+#       only port, paths, grace and devices changed) and serves a file
 #   fsal.e2e_restart    handles survive a gateway restart; kill -9 in stable
 #       mode loses nothing that was acknowledged
 #   fsal.e2e_outage     single-device and multi-device write-backs in
