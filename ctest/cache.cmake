@@ -55,6 +55,11 @@
 #       device is killed and restarted: the client reclaims the write grant at
 #       the block's base version during the grace period and the block is
 #       written; the restarted server has it.
+#   device_away_is_try_again         (real only) blockd of device 1 is killed:
+#       a read of its block and an allocation there return -EAGAIN (the
+#       gateway's NFS4ERR_DELAY) at once while the session has been lost for
+#       less than the reclaim timeout (1.5 s here), -ENOTCONN after it, and
+#       the read succeeds once the device is back.
 #   session_reset_regrants_dirty     (fake only) after a session reset a dirty
 #       block is re-granted with its base version and written; if the version
 #       moved, the dirty data is dropped and -ESTALE recorded; a clean copy is
@@ -148,7 +153,8 @@ endforeach()
 add_executable(test_cache_real ${NGNFS_TEST_DIR}/cache/test_cache.c)
 target_compile_definitions(test_cache_real PRIVATE NGNFS_CACHE_TEST_REAL)
 target_link_libraries(test_cache_real PRIVATE ngnfs_core ngnfs_test_harness)
-foreach(test ${NGNFS_CACHE_TESTS} abba_two_processes restart_reclaims_dirty)
+foreach(test ${NGNFS_CACHE_TESTS} abba_two_processes restart_reclaims_dirty
+	     device_away_is_try_again)
 	ngnfs_add_cluster_test(NAME cache.real.${test} COMMAND test_cache_real ${test}
 			       TIMEOUT 120 LABELS tsan)
 endforeach()

@@ -81,8 +81,9 @@ endforeach()
 #       return; one whose devices stay away past Reclaim_Timeout_Ms is lost,
 #       changes the write verifier and fails the file's next COMMIT; a stable
 #       create in flight at a device restart succeeds; a dead blockd gives
-#       NFS errors within Reclaim_Timeout_Ms, not a hang, and the gateway
-#       works again when it returns
+#       NFS4ERR_DELAY at once while it has been away for less than
+#       Reclaim_Timeout_Ms and NFS4ERR_IO after, never a hang, and the
+#       gateway works again when it returns
 #   fsal.e2e_nfs3       the same export over NFSv3 (Protocols = 3, 4), in a
 #       private network and mount namespace (unshare(CLONE_NEWNET |
 #       CLONE_NEWNS), lo up, a tmpfs on /run) with its own `rpcbind -f -w`,

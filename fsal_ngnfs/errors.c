@@ -12,9 +12,12 @@
  *  - a blockd that cannot be reached (refused, reset, timed out, session
  *    shut down) is ERR_FSAL_IO: the operation failed and changed nothing,
  *    and NFS4ERR_IO reaches the application instead of making a client
- *    retry forever (NFS4ERR_DELAY) while an operator restarts the device;
- *  - a busy block (EAGAIN, EBUSY, EINPROGRESS) is ERR_FSAL_DELAY, which a
- *    client retries;
+ *    retry forever.  libcore answers EAGAIN instead while the device has
+ *    been away for less than Reclaim_Timeout_Ms (cache.c), so that a
+ *    device restart is a pause for applications, not an error;
+ *  - a busy block or a device away for a short while (EAGAIN, EBUSY,
+ *    EINPROGRESS) is ERR_FSAL_DELAY: NFS4ERR_DELAY (v3 NFS3ERR_JUKEBOX),
+ *    which clients retry by themselves;
  *  - corrupt or malformed blocks and protocol errors (EBADMSG, EPROTO,
  *    EUCLEAN) are ERR_FSAL_IO: never a crash, never silent;
  *  - xattrs: ENODATA is NOXATTR, ERANGE (buffer too small) and E2BIG

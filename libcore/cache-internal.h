@@ -306,6 +306,12 @@ void cache_start_get(struct ngnfs_cache *cache, struct cache_block *block, uint8
 void cache_record_error(struct ngnfs_cache *cache, int error);
 /* Lock held; dropped around ALLOC.  Fills the device's reservation pool. */
 void cache_refill_pool(struct ngnfs_cache *cache, uint16_t device);
+/*
+ * What an operation hears when it needs device and got error: -EAGAIN for
+ * -ENOTCONN while the device's session has been lost for less than the
+ * reclaim timeout (see cache.c), error otherwise.
+ */
+int cache_unreachable_error(struct ngnfs_cache *cache, uint16_t device, int error);
 void cache_pool_push(struct ngnfs_cache *cache, uint16_t device, uint64_t blkno, uint64_t version);
 const char *cache_access_name(uint8_t access);
 

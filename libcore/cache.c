@@ -81,6 +81,12 @@
  * session broke (in_doubt_answer).
  * A block whose session broke while a write carried it (grant_lost) has
  * no grant afterwards, whatever became of the write.
+ * An operation that needs a device without a session fails with -EAGAIN
+ * (try again: NFS4ERR_DELAY, which clients retry by themselves) while the
+ * session has been lost for less than reclaim_timeout_ms, the time dirty
+ * blocks wait for the device too, and with -ENOTCONN after that
+ * (cache_unreachable_error): a device restart is then a pause for
+ * applications, and a device that stays away is an error, not a hang.
  *
  * XXX:
  *  - A multi-device set whose COMMIT stays unanswered (client.c retries
@@ -1330,6 +1336,15 @@ void cache_pool_push(struct ngnfs_cache *cache, uint16_t device, uint64_t blkno,
 	pool->blknos[pool->count] = blkno;
 	pool->versions[pool->count] = version;
 	pool->count++;
+}
+
+int cache_unreachable_error(struct ngnfs_cache *cache, uint16_t device, int error)
+{
+	/* 0 also when the session is back already: trying again will do. */
+	if (error == -ENOTCONN &&
+	    ngnfs_client_unreachable_ms(cache->client, device) < cache->reclaim_timeout_ms)
+		return -EAGAIN;
+	return error;
 }
 
 void cache_refill_pool(struct ngnfs_cache *cache, uint16_t device)

@@ -148,6 +148,7 @@ struct connection {
 	uint32_t timed_requests;
 	struct ngnfs_msg hello_reply;
 	bool hello_valid;
+	uint64_t lost_at_ns; /* when the last session was lost; 0 while up */
 
 	/* I/O thread only */
 	uint32_t epoll_events;
@@ -434,6 +435,8 @@ static void connection_close(struct connection *connection, int error, const cha
 	old_state = connection->state;
 	connection->state = CONNECTION_DOWN;
 	connection->hello_valid = false;
+	if (old_state == CONNECTION_UP)
+		connection->lost_at_ns = now_ns();
 	/* Steal the whole list; the buckets are cleared with it. */
 	if (connection->list.next != &connection->list) {
 		failed.next = connection->list.next;
@@ -574,6 +577,7 @@ static void hello_done(struct ngnfs_client *client, struct request *request, int
 	connection->state = CONNECTION_UP;
 	connection->hello_reply = *msg;
 	connection->hello_valid = true;
+	connection->lost_at_ns = 0;
 	pthread_mutex_unlock(&connection->lock);
 	connection->backoff_ms = 0;
 	connection->last_logged_error = 0;
@@ -1286,6 +1290,24 @@ int ngnfs_client_device_info(struct ngnfs_client *client, uint16_t device,
 	}
 	pthread_mutex_unlock(&connection->lock);
 	return ret;
+}
+
+uint64_t ngnfs_client_unreachable_ms(struct ngnfs_client *client, uint16_t device)
+{
+	struct connection *connection;
+	uint64_t lost_at_ns;
+	uint64_t now;
+
+	if (device >= client->device_count)
+		return 0;
+	connection = &client->connections[device];
+	pthread_mutex_lock(&connection->lock);
+	lost_at_ns = connection->state == CONNECTION_UP ? 0 : connection->lost_at_ns;
+	pthread_mutex_unlock(&connection->lock);
+	if (!lost_at_ns)
+		return 0;
+	now = now_ns();
+	return now > lost_at_ns ? (now - lost_at_ns) / 1000000ULL + 1 : 1;
 }
 
 /* ---- GET ---- */

@@ -88,6 +88,11 @@ uint64_t ngnfs_client_id(const struct ngnfs_client *client);
 /* What the device said in its HELLO_REPLY; -ENOTCONN if no session. */
 int ngnfs_client_device_info(struct ngnfs_client *client, uint16_t device,
 			     struct ngnfs_msg *hello_reply);
+/*
+ * How long ago the device's session was lost, in milliseconds (at least
+ * 1), while it has none; 0 while it has one, and before the first.
+ */
+uint64_t ngnfs_client_unreachable_ms(struct ngnfs_client *client, uint16_t device);
 
 /*
  * GET: one completion per block, in any order.  data is NULL when the

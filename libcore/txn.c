@@ -44,7 +44,9 @@
  *    steady stream of readers of one block can starve a writer in the
  *    same client (the server's queue is fair between clients).
  *  - A GET that keeps failing is retried a few times, then the error is
- *    returned to the operation (naming the block).
+ *    returned to the operation (naming the block); a device away for less
+ *    than the reclaim timeout turns it into -EAGAIN
+ *    (cache_unreachable_error).
  */
 
 #include <errno.h>
@@ -280,6 +282,7 @@ int ngnfs_txn_alloc(struct ngnfs_txn *txn, uint16_t device, uint64_t *blkno, uin
 		pool->error = 0;
 		ngnfs_cache_log("allocating a block on device %u failed: %s (%d)\n", device,
 				strerror(-ret), ret);
+		ret = cache_unreachable_error(cache, device, ret);
 		goto out;
 	}
 	if (!pool->count) {
@@ -752,6 +755,8 @@ static int txn_wait(struct ngnfs_txn *txn)
 						ngnfs_blkno_device(block->blkno),
 						cache_access_name(txn->retry_access),
 						strerror(-ret), ret);
+				ret = cache_unreachable_error(
+				    cache, ngnfs_blkno_device(block->blkno), ret);
 				break;
 			}
 			ret = 0;

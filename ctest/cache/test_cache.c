@@ -1367,6 +1367,106 @@ static int test_restart_reclaims_dirty(void)
 	return 0;
 }
 
+struct alloc_arg {
+	uint16_t device;
+	uint64_t blkno;
+};
+
+static int alloc_fn(struct ngnfs_txn *txn, void *arg)
+{
+	struct alloc_arg *alloc = arg;
+	uint64_t version;
+	void *data;
+	int ret = ngnfs_txn_alloc(txn, alloc->device, &alloc->blkno, &version, &data);
+
+	if (ret)
+		return ret;
+	memset(data, 0, NGNFS_BLOCK_SIZE);
+	return 0;
+}
+
+/*
+ * A device whose blockd went away: an operation that needs it hears
+ * -EAGAIN (try again: the gateway's NFS4ERR_DELAY) while the session has
+ * been lost for less than the reclaim timeout, and -ENOTCONN after that,
+ * for a read as for an allocation, each in bounded time; once the device
+ * is back the same read succeeds.
+ */
+static int test_device_away_is_try_again(void)
+{
+	enum { RECLAIM_MS = 1500 };
+	struct ngnfs_cache_config cache_config = {
+		.durability = NGNFS_DURABILITY_WRITEBACK,
+		.writeback_interval_ms = 60000,
+		.reclaim_timeout_ms = RECLAIM_MS,
+		.alloc_batch = 16,
+	};
+	struct ngnfs_client_config config;
+	struct ngnfs_cache *cache;
+	struct ngnfs_client *client;
+	uint64_t b = TEST_BLOCK(1, 3);
+	struct get_arg read_b = { .blkno = b };
+	struct alloc_arg alloc = { .device = 1 };
+	uint64_t lost_at, started, deadline;
+	int ret;
+
+	client_config(&config);
+	ret = ngnfs_cache_create_with_client(&config, &cache_config, &cache);
+	CHECK(ret == 0, "expected a cache to start, got %d", ret);
+	client = ngnfs_cache_client(cache);
+	put(cache, b, 77);
+	CHECK(ngnfs_cache_sync(cache) == 0, "expected block b to be written");
+	CHECK(ngnfs_client_unreachable_ms(client, 1) == 0,
+	      "expected device 1 reachable before the kill, client says away for %llu ms",
+	      (unsigned long long)ngnfs_client_unreachable_ms(client, 1));
+
+	ret = ngnfs_test_cluster_kill(env.cluster, 1, SIGKILL);
+	CHECK(ret == 0, "expected blockd of device 1 to die, got %d", ret);
+	deadline = now_ms() + 5000;
+	while (!ngnfs_client_unreachable_ms(client, 1) && now_ms() < deadline)
+		usleep(5000);
+	CHECK(ngnfs_client_unreachable_ms(client, 1) > 0,
+	      "expected the client to see device 1 away within 5 s of the kill");
+	lost_at = now_ms() - ngnfs_client_unreachable_ms(client, 1);
+
+	started = now_ms();
+	ret = ngnfs_txn_run(cache, get_fn, &read_b);
+	CHECK(ret == -EAGAIN, "expected -EAGAIN reading block b just after the kill, got %d", ret);
+	ret = ngnfs_txn_run(cache, alloc_fn, &alloc);
+	CHECK(ret == -EAGAIN, "expected -EAGAIN allocating on device 1 just after the kill, got %d",
+	      ret);
+	CHECK(now_ms() - started < RECLAIM_MS, "expected both answers at once, they took %llu ms",
+	      (unsigned long long)(now_ms() - started));
+
+	while (now_ms() < lost_at + RECLAIM_MS + 100)
+		usleep(10000);
+	ret = ngnfs_txn_run(cache, get_fn, &read_b);
+	CHECK(ret == -ENOTCONN,
+	      "expected -ENOTCONN reading block b once device 1 was away for %u ms, got %d",
+	      RECLAIM_MS, ret);
+	ret = ngnfs_txn_run(cache, alloc_fn, &alloc);
+	CHECK(ret == -ENOTCONN,
+	      "expected -ENOTCONN allocating on device 1 once it was away for %u ms, got %d",
+	      RECLAIM_MS, ret);
+
+	ret = ngnfs_test_cluster_restart(env.cluster, 1);
+	CHECK(ret == 0, "expected blockd of device 1 to restart, got %d", ret);
+	deadline = now_ms() + 15000;
+	do {
+		ret = ngnfs_txn_run(cache, get_fn, &read_b);
+		if (ret)
+			usleep(50 * 1000);
+	} while (ret && now_ms() < deadline);
+	CHECK(ret == 0 && read_b.value == 77,
+	      "expected block b to read 77 once device 1 is back, got %d and %llu", ret,
+	      (unsigned long long)read_b.value);
+	CHECK(ngnfs_client_unreachable_ms(client, 1) == 0,
+	      "expected device 1 reachable again, client says away for %llu ms",
+	      (unsigned long long)ngnfs_client_unreachable_ms(client, 1));
+	ngnfs_cache_destroy(cache);
+	return 0;
+}
+
 /* The same with the second client in its own process, as two gateways would be. */
 static int test_abba_two_processes(void)
 {
@@ -2148,6 +2248,7 @@ static const struct test tests[] = {
 #ifdef NGNFS_CACHE_TEST_REAL
 	{ "abba_two_processes", test_abba_two_processes, false },
 	{ "restart_reclaims_dirty", test_restart_reclaims_dirty, false },
+	{ "device_away_is_try_again", test_device_away_is_try_again, false },
 #endif
 #ifndef NGNFS_CACHE_TEST_REAL
 	{ "session_reset_regrants_dirty", test_session_reset_regrants_dirty, true },

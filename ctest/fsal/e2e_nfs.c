@@ -31,8 +31,9 @@
  *   outage     write-backs in flight when every device dies are written
  *              again when the devices return within Reclaim_Timeout_Ms,
  *              and change the write verifier when they do not; a blockd
- *              that goes away makes operations fail with NFS errors (no
- *              hang, no crash) and they work again once it is back
+ *              that goes away makes operations answer NFS4ERR_DELAY, then
+ *              NFS4ERR_IO once it has been away for Reclaim_Timeout_Ms (no
+ *              hang, no crash), and they work again once it is back
  *   nfs3       the same export over NFSv3 (Protocols = 3, 4): the
  *              program first moves itself into a private network and mount
  *              namespace with its own rpcbind (ganesha_private_rpcbind_start),
@@ -1761,13 +1762,17 @@ static void test_stable_create_in_flight_at_outage(void **state)
 }
 
 /*
- * A device killed under the gateway: creates that need it fail with
- * NFS4ERR_IO, in bounded time.  Most fail at once (no session, no grant);
- * the first one may already have its write in flight to the dying
- * device, and then it waits, as a write in doubt, up to
+ * A device killed under the gateway: creates that need it are answered
+ * NFS4ERR_DELAY (clients retry by themselves) while the device has been
+ * away for less than Reclaim_Timeout_Ms, so a restart is a pause, and
+ * NFS4ERR_IO after that, so a device that stays away is an error, not a
+ * hang; each answer comes in bounded time.  Most creates fail at once (no
+ * session, no grant); the first one may already have its write in flight
+ * to the dying device, and then it waits, as a write in doubt, up to
  * Reclaim_Timeout_Ms for the device to return before failing (which is
  * why libnfs's 30 s timeout must be longer than the outage gateway's
- * OUTAGE_RECLAIM_TIMEOUT_MS).
+ * OUTAGE_RECLAIM_TIMEOUT_MS).  libnfs turns both answers into -EIO, so
+ * the status is read from its error text.
  */
 static void test_blockd_outage(void **state)
 {
@@ -1775,6 +1780,7 @@ static void test_blockd_outage(void **state)
 	struct nfs_stat_64 st;
 	struct nfsfh *fh = NULL;
 	char path[64];
+	uint64_t killed;
 	uint64_t started;
 	uint64_t took;
 	int ret = 0;
@@ -1783,9 +1789,9 @@ static void test_blockd_outage(void **state)
 	(void)state;
 	create_with(nfs, "/before", (const uint8_t *)"before", 6);
 	check(ngnfs_test_cluster_kill(cluster, 0, SIGKILL) == 0, "expected to kill device 0");
+	killed = now_ms();
 
-	/* operations needing the device fail with an error, in bounded time */
-	started = now_ms();
+	/* early in the outage: try again later */
 	for (i = 0; i < 20; i++) {
 		snprintf(path, sizeof(path), "/during-%d", i);
 		ret = nfs_create(nfs, path, O_RDWR, 0644, &fh);
@@ -1795,17 +1801,45 @@ static void test_blockd_outage(void **state)
 		}
 		break;
 	}
-	took = now_ms() - started;
-	print_message("with device 0 down: create answered %d (%s) after %" PRIu64 " ms\n", ret,
-		      ret ? strerror(-ret) : "success", took);
+	took = now_ms() - killed;
+	print_message("with device 0 down: create answered %d (%s) after %" PRIu64 " ms: %s\n", ret,
+		      ret ? strerror(-ret) : "success", took, ret ? nfs_get_error(nfs) : "");
 	check(ret != 0, "expected creates to fail while device 0 is down, 20 succeeded");
-	check(ret == -EIO, "expected EIO (NFS4ERR_IO) while device 0 is down, got %d (%s): %s", ret,
-	      strerror(-ret), nfs_get_error(nfs));
 	check(
 	    took < OUTAGE_RECLAIM_TIMEOUT_MS + 5000,
 	    "expected the creates to fail within Reclaim_Timeout_Ms (%u ms) and 5 s, took %" PRIu64
 	    " ms",
 	    OUTAGE_RECLAIM_TIMEOUT_MS, took);
+	if (took < OUTAGE_RECLAIM_TIMEOUT_MS - 2000) {
+		check(strstr(nfs_get_error(nfs), "NFS4ERR_DELAY") != NULL,
+		      "expected NFS4ERR_DELAY %" PRIu64 " ms into device 0's outage, got %d: %s",
+		      took, ret, nfs_get_error(nfs));
+		/* and again at once: nothing waits for the device */
+		started = now_ms();
+		ret = nfs_create(nfs, "/during-again", O_RDWR, 0644, &fh);
+		took = now_ms() - started;
+		check(ret != 0 && strstr(nfs_get_error(nfs), "NFS4ERR_DELAY") != NULL,
+		      "expected NFS4ERR_DELAY again, got %d: %s", ret,
+		      ret ? nfs_get_error(nfs) : "success");
+		check(took < 2000,
+		      "expected the NFS4ERR_DELAY answer at once, it took %" PRIu64 " ms", took);
+	}
+
+	/* past Reclaim_Timeout_Ms: an error */
+	while (now_ms() < killed + OUTAGE_RECLAIM_TIMEOUT_MS + 1000)
+		sleep_ms(100);
+	started = now_ms();
+	ret = nfs_create(nfs, "/during-late", O_RDWR, 0644, &fh);
+	took = now_ms() - started;
+	print_message("device 0 away for %" PRIu64 " ms: create answered %d after %" PRIu64
+		      " ms: %s\n",
+		      started - killed, ret, took, ret ? nfs_get_error(nfs) : "");
+	check(ret == -EIO && strstr(nfs_get_error(nfs), "NFS4ERR_IO") != NULL,
+	      "expected NFS4ERR_IO once device 0 was away for longer than Reclaim_Timeout_Ms "
+	      "(%u ms), got %d: %s",
+	      OUTAGE_RECLAIM_TIMEOUT_MS, ret, ret ? nfs_get_error(nfs) : "success");
+	check(took < 5000, "expected the NFS4ERR_IO answer within 5 s, it took %" PRIu64 " ms",
+	      took);
 	check(ganesha_instance_alive(gateway), "the gateway died during the outage");
 
 	check(ngnfs_test_cluster_restart(cluster, 0) == 0, "expected device 0 to restart");
