@@ -2157,6 +2157,48 @@ static void test_nfs3_errors(void **state)
 	nfs_destroy_context(nfs);
 }
 
+/*
+ * A blockd restart seen by a v3 client: a create in the root directory
+ * (device 0) while device 0 is down is answered NFS3ERR_JUKEBOX (v3's
+ * "try again later", which clients retry), not NFS3ERR_IO, because the
+ * device has been away for less than Reclaim_Timeout_Ms; once it is back
+ * the create succeeds.
+ */
+static void test_nfs3_device_restart_is_jukebox(void **state)
+{
+	struct nfs_context *nfs = nfs3_connect();
+	struct nfsfh *fh = NULL;
+	uint64_t started;
+	int ret;
+
+	(void)state;
+	create_with(nfs, "/v3-before-restart", (const uint8_t *)"before", 6);
+	check(ngnfs_test_cluster_kill(cluster, 0, SIGKILL) == 0, "expected to kill device 0");
+	started = now_ms();
+	ret = nfs_create(nfs, "/v3-during-restart", O_RDWR, 0644, &fh);
+	print_message("v3 create with device 0 down answered %d after %" PRIu64 " ms: %s\n", ret,
+		      now_ms() - started, ret ? nfs_get_error(nfs) : "success");
+	check(ret != 0 && strstr(nfs_get_error(nfs), "NFS3ERR_JUKEBOX") != NULL,
+	      "expected NFS3ERR_JUKEBOX with device 0 just killed, got %d: %s", ret,
+	      ret ? nfs_get_error(nfs) : "success");
+	check(ngnfs_test_cluster_restart(cluster, 0) == 0, "expected device 0 to restart");
+	started = now_ms();
+	for (;;) {
+		ret = nfs_create(nfs, "/v3-during-restart", O_RDWR, 0644, &fh);
+		if (ret == 0 || now_ms() - started > 30000)
+			break;
+		sleep_ms(200);
+	}
+	check(ret == 0,
+	      "expected the v3 create to work within 30 s of device 0's return, got %d: %s", ret,
+	      nfs_get_error(nfs));
+	write_all(nfs, fh, 0, (const uint8_t *)"after", 5);
+	check_nfs(nfs, nfs_close(nfs, fh));
+	check_file(nfs, "/v3-before-restart", (const uint8_t *)"before", 6);
+	check_file(nfs, "/v3-during-restart", (const uint8_t *)"after", 5);
+	nfs_destroy_context(nfs);
+}
+
 /* One export, two protocols: each sees what the other wrote. */
 static void test_nfs3_and_nfs4_share_the_export(void **state)
 {
@@ -2247,6 +2289,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_nfs3_attributes),
 		cmocka_unit_test(test_nfs3_errors),
 		cmocka_unit_test(test_nfs3_and_nfs4_share_the_export),
+		cmocka_unit_test(test_nfs3_device_restart_is_jukebox),
 	};
 	int ret;
 	int c;
