@@ -48,6 +48,9 @@
 #       upgrade GET is queued, and the RELEASE answering that must not strip
 #       the upgrade: no write-back fails (EPERM lost sets before the fix) and
 #       the servers end with exactly the number of increments made.
+#   reclaim_timeout_sets_commit_retry  a cache's reclaim timeout (4321 ms, and
+#       the 30 s default) is what its client retries an unanswered
+#       multi-device COMMIT for, not the client's request timeout.
 #   abba_two_processes               (real only) the same with the second client
 #       in its own process (test_cache_real --abba-worker ADDRESS...), as two
 #       gateways would be.
@@ -138,7 +141,8 @@ set(NGNFS_CACHE_TESTS
     revocation_writes_back_before_release
     revocation_waits_for_local_lock
     abba_transfers_conserve_total
-    upgrade_contention_keeps_dirty_sets)
+    upgrade_contention_keeps_dirty_sets
+    reclaim_timeout_sets_commit_retry)
 
 foreach(test ${NGNFS_CACHE_TESTS} session_reset_regrants_dirty write_failure_reported
 	     cow_write_during_writeback cow_revoke_writes_both_in_order cow_first_write_fails

@@ -1292,6 +1292,11 @@ int ngnfs_client_device_info(struct ngnfs_client *client, uint16_t device,
 	return ret;
 }
 
+uint32_t ngnfs_client_commit_retry_ms(const struct ngnfs_client *client)
+{
+	return client->commit_retry_ms;
+}
+
 uint64_t ngnfs_client_unreachable_ms(struct ngnfs_client *client, uint16_t device)
 {
 	struct connection *connection;

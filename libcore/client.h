@@ -93,6 +93,8 @@ int ngnfs_client_device_info(struct ngnfs_client *client, uint16_t device,
  * 1), while it has none; 0 while it has one, and before the first.
  */
 uint64_t ngnfs_client_unreachable_ms(struct ngnfs_client *client, uint16_t device);
+/* How long an unanswered multi-device COMMIT is sent again (the config's, or its default). */
+uint32_t ngnfs_client_commit_retry_ms(const struct ngnfs_client *client);
 
 /*
  * GET: one completion per block, in any order.  data is NULL when the

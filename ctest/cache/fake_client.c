@@ -96,6 +96,7 @@ struct ngnfs_client {
 	struct fake_event *tail;
 	bool stopping;
 	uint64_t resets_delivered;
+	uint32_t commit_retry_ms; /* as configured; the double never retries */
 };
 
 static struct {
@@ -401,6 +402,7 @@ int ngnfs_client_create(const struct ngnfs_client_config *config,
 	client->index = i;
 	client->id = (uint64_t)i + 1;
 	client->device_count = config->device_count;
+	client->commit_retry_ms = config->commit_retry_ms;
 	if (ops)
 		client->ops = *ops;
 	client->owner = owner;
@@ -482,6 +484,11 @@ int ngnfs_client_device_info(struct ngnfs_client *client, uint16_t device,
 	(void)device;
 	(void)hello_reply;
 	return -EOPNOTSUPP;
+}
+
+uint32_t ngnfs_client_commit_retry_ms(const struct ngnfs_client *client)
+{
+	return client->commit_retry_ms;
 }
 
 /* The double has no sessions to lose: every device is always reachable. */

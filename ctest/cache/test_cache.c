@@ -1326,6 +1326,38 @@ static int abba_worker(void)
 	return 0;
 }
 
+/*
+ * The cache's reclaim timeout is also how long its client sends an
+ * unanswered multi-device COMMIT again: giving that up earlier would drop
+ * a set whose devices may still be restarting.
+ */
+static int test_reclaim_timeout_sets_commit_retry(void)
+{
+	struct ngnfs_cache_config cache_config = { .reclaim_timeout_ms = 4321 };
+	struct ngnfs_client_config config;
+	struct ngnfs_cache *cache;
+	uint32_t retry_ms;
+	int ret;
+
+	client_config(&config);
+	ret = ngnfs_cache_create_with_client(&config, &cache_config, &cache);
+	CHECK(ret == 0, "expected a cache to start, got %d", ret);
+	retry_ms = ngnfs_client_commit_retry_ms(ngnfs_cache_client(cache));
+	CHECK(retry_ms == 4321,
+	      "expected the client to retry a COMMIT for the 4321 ms reclaim timeout, it says %u",
+	      retry_ms);
+	ngnfs_cache_destroy(cache);
+
+	cache = new_cache(NGNFS_DURABILITY_STABLE, 0, 0);
+	retry_ms = ngnfs_client_commit_retry_ms(ngnfs_cache_client(cache));
+	CHECK(retry_ms == 30000,
+	      "expected the default reclaim timeout (30000 ms) as the COMMIT retry, not the "
+	      "20000 ms request timeout; the client says %u",
+	      retry_ms);
+	ngnfs_cache_destroy(cache);
+	return 0;
+}
+
 #ifdef NGNFS_CACHE_TEST_REAL
 /*
  * A blockd restart empties its grant table: the dirty block is re-granted
@@ -2245,6 +2277,7 @@ static const struct test tests[] = {
 	{ "revocation_waits_for_local_lock", test_revocation_waits_for_local_lock, false },
 	{ "abba_transfers_conserve_total", test_abba_transfers_conserve_total, false },
 	{ "upgrade_contention_keeps_dirty_sets", test_upgrade_contention_keeps_dirty_sets, false },
+	{ "reclaim_timeout_sets_commit_retry", test_reclaim_timeout_sets_commit_retry, false },
 #ifdef NGNFS_CACHE_TEST_REAL
 	{ "abba_two_processes", test_abba_two_processes, false },
 	{ "restart_reclaims_dirty", test_restart_reclaims_dirty, false },
