@@ -129,6 +129,9 @@ int ngnfs_inode_read(struct ngnfs_txn *txn, uint64_t ino, const char *op,
 		return ngnfs_fail(-EIO, "%s: inode number %llu is out of range", op,
 				  (unsigned long long)ino);
 	ret = ngnfs_txn_read(txn, ino, &data);
+	if (ret == -ENXIO)
+		return ngnfs_fail(-EIO, "%s: inode number %llu lies beyond its device's capacity",
+				  op, (unsigned long long)ino);
 	if (ret < 0)
 		return ret;
 	ret = inode_check(data, ino, op);
@@ -148,6 +151,9 @@ int ngnfs_inode_write(struct ngnfs_txn *txn, uint64_t ino, const char *op,
 		return ngnfs_fail(-EIO, "%s: inode number %llu is out of range", op,
 				  (unsigned long long)ino);
 	ret = ngnfs_txn_write(txn, ino, &data);
+	if (ret == -ENXIO)
+		return ngnfs_fail(-EIO, "%s: inode number %llu lies beyond its device's capacity",
+				  op, (unsigned long long)ino);
 	if (ret < 0)
 		return ret;
 	ret = inode_check(data, ino, op);
@@ -172,6 +178,16 @@ static int handle_check(const struct ngnfs_inode *inode, const struct ngnfs_hand
 	return inode_check(inode, handle->ino, op);
 }
 
+/* A handle's block its device does not have (-ENXIO) names no inode: stale. */
+static int handle_read_error(int ret, const struct ngnfs_handle *handle, const char *op)
+{
+	if (ret == -ENXIO)
+		return ngnfs_fail_quiet(-ESTALE,
+					"%s: handle names inode %llu, beyond its device's capacity",
+					op, (unsigned long long)handle->ino);
+	return ret;
+}
+
 int ngnfs_inode_read_handle(struct ngnfs_txn *txn, const struct ngnfs_handle *handle,
 			    const char *op, const struct ngnfs_inode **inode)
 {
@@ -183,7 +199,7 @@ int ngnfs_inode_read_handle(struct ngnfs_txn *txn, const struct ngnfs_handle *ha
 					(unsigned long long)handle->ino);
 	ret = ngnfs_txn_read(txn, handle->ino, &data);
 	if (ret < 0)
-		return ret;
+		return handle_read_error(ret, handle, op);
 	ret = handle_check(data, handle, op);
 	if (ret < 0)
 		return ret;
@@ -202,7 +218,7 @@ int ngnfs_inode_write_handle(struct ngnfs_txn *txn, const struct ngnfs_handle *h
 					(unsigned long long)handle->ino);
 	ret = ngnfs_txn_write(txn, handle->ino, &data);
 	if (ret < 0)
-		return ret;
+		return handle_read_error(ret, handle, op);
 	ret = handle_check(data, handle, op);
 	if (ret < 0)
 		return ret;

@@ -46,7 +46,8 @@
  *  - A GET that keeps failing is retried a few times, then the error is
  *    returned to the operation (naming the block); a device away for less
  *    than the reclaim timeout turns it into -EAGAIN
- *    (cache_unreachable_error).
+ *    (cache_unreachable_error).  A block its device does not have
+ *    (beyond its capacity) is -ENXIO at once.
  */
 
 #include <errno.h>
@@ -177,6 +178,10 @@ static int txn_lock(struct ngnfs_txn *txn, uint64_t blkno, uint8_t access,
 		ngnfs_cache_log("transaction on block %llu: the block was freed\n",
 				(unsigned long long)blkno);
 		return -ESTALE;
+	}
+	if (!block->data && block->get_error == -ENXIO) {
+		block->get_error = 0; /* once: the next transaction asks again */
+		return -ENXIO;
 	}
 	if (!block_available(block, access) || !block_lockable(block, access))
 		return txn_retry_block(txn, blkno, access);
@@ -748,6 +753,19 @@ static int txn_wait(struct ngnfs_txn *txn)
 		if (block->get_error && block->get_access == NGNFS_ACCESS_NONE) {
 			ret = block->get_error;
 			block->get_error = 0;
+			if (ret == -ERANGE || ret == -EXDEV) {
+				/*
+				 * The device says it has no such block: asking
+				 * again cannot help.  The rerun hears it as
+				 * -ENXIO from txn_lock, inside the operation,
+				 * which knows what the block number came from
+				 * (a handle: stale; a pointer: corruption);
+				 * ERANGE would read as "buffer too small".
+				 */
+				block->get_error = -ENXIO;
+				ret = 0;
+				break;
+			}
 			if (++attempts >= TXN_GET_ATTEMPTS) {
 				ngnfs_cache_log("GET of block %llu on device %u for %s failed: %s "
 						"(%d)\n",

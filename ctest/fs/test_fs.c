@@ -394,6 +394,12 @@ static void test_stale_handles(void)
 	EXPECT_RET(ngnfs_getattr(fs, &bogus, &attr), -ESTALE);
 	bogus.ino = (1ULL << 48) * 9 + 100; /* device 9 does not exist */
 	EXPECT_RET(ngnfs_getattr(fs, &bogus, &attr), -ESTALE);
+	bogus.ino = 1ULL << 46; /* device 0, far beyond its capacity: blockd says ERANGE */
+	EXPECT_RET(ngnfs_getattr(fs, &bogus, &attr), -ESTALE);
+	EXPECT_RET(ngnfs_setattr(fs, &bogus,
+				 &(struct ngnfs_setattr){ .mask = NGNFS_SET_MODE, .mode = 0600 },
+				 NULL),
+		   -ESTALE);
 	stop_fs(fs);
 }
 

@@ -958,6 +958,90 @@ static void test_xattrs(void **state)
 	nfs_destroy_context(nfs);
 }
 
+/*
+ * Hostile file handles: a client may send any bytes as a handle (PUTFH).
+ * Our part of ganesha's NFSv4 handle (file_handle_v4: version, flags,
+ * export id, length, then the FSAL's bytes) is the inode number and
+ * generation, little-endian.  Forged ones (another generation, the
+ * file's data block, inode 0, a device the filesystem does not have,
+ * every bit set, a block far above anything allocated) and a handle of
+ * the wrong length are refused with NFS4ERR_STALE or NFS4ERR_BADHANDLE;
+ * the gateway lives on, and the real file, its data and its xattr are
+ * untouched.
+ */
+static void test_forged_handles(void **state)
+{
+	enum { FSAL_OFFSET = 5, FSAL_LENGTH = NGNFS_HANDLE_WIRE_SIZE, FORGERIES = 6 };
+	const uint64_t device_bits = ~((1ULL << 48) - 1); /* format-msg.h: device in the top 16 */
+	struct nfs_context *nfs = nfs_connect(gateway);
+	struct nfs42_client *client = xattr_connect(gateway, 0);
+	struct ngnfs_handle handle, forgeries[FORGERIES];
+	struct nfs42_fh real;
+	struct nfs42_fh forged;
+	struct nfs_stat_64 st;
+	char value[32];
+	size_t length;
+	unsigned int i;
+
+	(void)state;
+	create_with(nfs, "/forged", (const uint8_t *)"genuine", 7);
+	check_x(client, nfs42_lookup(client, PSEUDO "/forged", &real));
+	check_x(client, nfs42_setxattr(client, &real, "tier", "tape", 4, NFS42_SETXATTR_EITHER));
+	check(real.length == FSAL_OFFSET + FSAL_LENGTH && real.data[4] == FSAL_LENGTH,
+	      "expected a %u-byte ganesha v4 handle carrying %u FSAL bytes, got %u bytes",
+	      FSAL_OFFSET + FSAL_LENGTH, FSAL_LENGTH, real.length);
+	ngnfs_handle_from_wire(real.data + FSAL_OFFSET, &handle);
+
+	forgeries[0] = (struct ngnfs_handle){ handle.ino, handle.generation + 1 };
+	/* the next block: the file's data block 0, or whatever is there */
+	forgeries[1] = (struct ngnfs_handle){ handle.ino + 1, handle.generation };
+	forgeries[2] = (struct ngnfs_handle){ 0, handle.generation };
+	forgeries[3] =
+	    (struct ngnfs_handle){ (9ULL << 48) | (handle.ino & ~device_bits), handle.generation };
+	forgeries[4] = (struct ngnfs_handle){ UINT64_MAX, UINT64_MAX };
+	forgeries[5] = (struct ngnfs_handle){ (handle.ino & device_bits) | (1ULL << 46), 1 };
+	for (i = 0; i < FORGERIES; i++) {
+		int ret;
+
+		forged = real;
+		ngnfs_handle_to_wire(&forgeries[i], forged.data + FSAL_OFFSET);
+		snprintf(forged.path, sizeof(forged.path),
+			 "forged handle %u (inode %#" PRIx64 " generation %" PRIu64 ")", i,
+			 forgeries[i].ino, forgeries[i].generation);
+		ret = nfs42_getxattr(client, &forged, "tier", value, sizeof(value), &length);
+		check(ret != 0 && (nfs42_last_status(client) == NFS42_ERR_STALE ||
+				   nfs42_last_status(client) == NFS42_ERR_BADHANDLE),
+		      "%s: GETXATTR: expected NFS4ERR_STALE or NFS4ERR_BADHANDLE, got %d: %s",
+		      forged.path, ret, ret ? nfs42_last_error(client) : "success");
+		ret = nfs42_setxattr(client, &forged, "tier", "disk", 4, NFS42_SETXATTR_EITHER);
+		check(ret != 0 && (nfs42_last_status(client) == NFS42_ERR_STALE ||
+				   nfs42_last_status(client) == NFS42_ERR_BADHANDLE),
+		      "%s: SETXATTR: expected NFS4ERR_STALE or NFS4ERR_BADHANDLE, got %d: %s",
+		      forged.path, ret, ret ? nfs42_last_error(client) : "success");
+	}
+	/* one FSAL byte short, the length byte telling the truth */
+	forged = real;
+	forged.length = real.length - 1;
+	forged.data[4] = FSAL_LENGTH - 1;
+	snprintf(forged.path, sizeof(forged.path), "a %u-byte FSAL handle", FSAL_LENGTH - 1);
+	check(nfs42_getxattr(client, &forged, "tier", value, sizeof(value), &length) != 0 &&
+		  (nfs42_last_status(client) == NFS42_ERR_BADHANDLE ||
+		   nfs42_last_status(client) == NFS42_ERR_STALE),
+	      "%s: expected NFS4ERR_BADHANDLE, got %s", forged.path,
+	      nfs42_status_name(nfs42_last_status(client)));
+
+	check(ganesha_instance_alive(gateway), "the gateway died of a forged handle");
+	check_x(client, nfs42_getxattr(client, &real, "tier", value, sizeof(value), &length));
+	check(length == 4 && memcmp(value, "tape", 4) == 0,
+	      "expected the real file's xattr to still be \"tape\", got %zu bytes", length);
+	check_file(nfs, "/forged", (const uint8_t *)"genuine", 7);
+	check_nfs(nfs, nfs_stat64(nfs, "/forged", &st));
+	check(st.nfs_nlink == 1, "expected nlink 1 on the real file, got %" PRIu64,
+	      (uint64_t)st.nfs_nlink);
+	check_x(client, nfs42_disconnect(client));
+	nfs_destroy_context(nfs);
+}
+
 static void test_statfs(void **state)
 {
 	struct nfs_context *nfs = nfs_connect(gateway);
@@ -2262,6 +2346,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_unlink_open_file),
 		cmocka_unit_test(test_xattrs),
 		cmocka_unit_test(test_statfs),
+		cmocka_unit_test(test_forged_handles),
 	};
 	const struct CMUnitTest bigdir_tests[] = {
 		cmocka_unit_test(test_big_directory),
