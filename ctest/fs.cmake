@@ -47,6 +47,9 @@ foreach(test two_clients_see_each_other concurrent_renames_two_clients rename_su
 			       LABELS tsan)
 endforeach()
 ngnfs_add_cluster_test(NAME fs_real_tool_commands COMMAND test_fs_real tool_commands TIMEOUT 180)
+# NGNFS_LINK_MAX links of one file: the double only (65000 operations).
+add_test(NAME fs_fake_link_max COMMAND test_fs_fake link_max)
+set_tests_properties(fs_fake_link_max PROPERTIES TIMEOUT 120)
 add_test(NAME fs_fake_directory_1m COMMAND test_fs_fake directory_1m)
 set_tests_properties(fs_fake_directory_1m PROPERTIES TIMEOUT 600 LABELS long)
 # Test paths are built with snprintf into fixed buffers that are large enough.

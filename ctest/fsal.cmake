@@ -64,7 +64,8 @@ endforeach()
 #       EPERM for uid 1000, unlink of an open file, xattrs over NFSv4.2
 #       (set / replace / get / list / remove, 64 KiB, 250-byte name,
 #       missing names, a non-owner), statfs, forged handles answered
-#       NFS4ERR_STALE / NFS4ERR_BADHANDLE with nothing changed
+#       NFS4ERR_STALE / NFS4ERR_BADHANDLE with nothing changed, and the
+#       advertised maxfilesize / maxlink / maxname are libcore's limits
 #   fsal.e2e_bigdir     a directory of NGNFS_E2E_BIGDIR_ENTRIES entries listed
 #       completely, every name exactly once (made through a writeback export
 #       by four clients: stable creates run at ~230/s on 2 cores, writeback

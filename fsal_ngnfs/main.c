@@ -50,8 +50,9 @@
 struct ngnfs_fsal_module ngnfs_fsal_module = {
 	.fsal = {
 		.fs_info = {
-			.maxfilesize = INT64_MAX,
-			.maxlink = UINT32_MAX,
+			/* what libcore enforces, so clients see the limits (pathconf) */
+			.maxfilesize = NGNFS_FILE_SIZE_MAX,
+			.maxlink = NGNFS_LINK_MAX,
 			.maxnamelen = NGNFS_NAME_MAX,
 			.maxpathlen = MAXPATHLEN,
 			.no_trunc = true,

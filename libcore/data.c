@@ -51,6 +51,8 @@
 #include "fs-internal.h"
 
 _Static_assert(sizeof(struct ngnfs_data_map) == NGNFS_BLOCK_SIZE, "data map is one block");
+_Static_assert(NGNFS_DATA_MAX_FILE_SIZE == NGNFS_FILE_SIZE_MAX,
+	       "the API states the format's limit");
 
 /* File blocks covered by one pointer of a map at level (level >= 1). */
 static uint64_t span_of_level(uint32_t level)

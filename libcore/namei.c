@@ -31,7 +31,6 @@
 #include "btree.h"
 #include "fs-internal.h"
 
-#define NGNFS_LINK_MAX	    65000
 #define ANCESTOR_WALK_LIMIT 4096
 
 int ngnfs_check_name(const char *name, size_t *name_length, const char *op)

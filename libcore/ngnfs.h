@@ -31,6 +31,10 @@
 #define NGNFS_XATTR_NAME_MAX   255
 #define NGNFS_XATTR_VALUE_MAX  65536
 #define NGNFS_HANDLE_WIRE_SIZE 16
+/* Hard links of one inode (subdirectories of a directory count as links). */
+#define NGNFS_LINK_MAX 65000
+/* The largest file size, 1 EiB (format-block.h, NGNFS_DATA_MAX_FILE_SIZE). */
+#define NGNFS_FILE_SIZE_MAX (1ULL << 60)
 
 struct ngnfs_fs;
 

@@ -364,6 +364,40 @@ static void test_write_after_getattr_reads_back(void)
 	write_after_getattr_once(3, NGNFS_MOUNT_WRITEBACK);
 }
 
+/*
+ * link_max: a file takes NGNFS_LINK_MAX names (the maxlink the gateway
+ * advertises) and the next link is -EMLINK, which changes nothing; once a
+ * name goes, a link works again.
+ */
+static void test_link_max(void)
+{
+	struct ngnfs_fs *fs = start_fs(1, "link-max", NGNFS_MOUNT_WRITEBACK);
+	struct ngnfs_handle root = root_of(fs), names, file;
+	struct ngnfs_attr attr;
+	unsigned int i;
+	char name[32];
+
+	names = make(fs, &root, "names", S_IFDIR | 0755);
+	file = make(fs, &names, "l0", S_IFREG | 0644);
+	for (i = 1; i < NGNFS_LINK_MAX; i++) {
+		snprintf(name, sizeof(name), "l%u", i);
+		EXPECT_RET(ngnfs_link(fs, &file, &names, name), 0);
+	}
+	attr = attr_of(fs, &file);
+	CHECK(attr.nlink == NGNFS_LINK_MAX, "expected nlink %u, got %u", NGNFS_LINK_MAX,
+	      attr.nlink);
+	EXPECT_RET(ngnfs_link(fs, &file, &root, "one-too-many"), -EMLINK);
+	EXPECT_RET(ngnfs_lookup(fs, &root, "one-too-many", NULL, NULL), -ENOENT);
+	attr = attr_of(fs, &file);
+	CHECK(attr.nlink == NGNFS_LINK_MAX, "after EMLINK: expected nlink %u, got %u",
+	      NGNFS_LINK_MAX, attr.nlink);
+	EXPECT_RET(ngnfs_unlink(fs, &names, "l7"), 0);
+	EXPECT_RET(ngnfs_link(fs, &file, &root, "one-too-many"), 0);
+	CHECK(attr_of(fs, &file).nlink == NGNFS_LINK_MAX, "expected nlink %u again",
+	      NGNFS_LINK_MAX);
+	stop_fs(fs);
+}
+
 /* stale_handles: a reused inode block has another generation */
 static void test_stale_handles(void)
 {
@@ -783,6 +817,7 @@ static const struct test_case tests[] = {
 	{ "symlinks", test_symlinks },
 	{ "setattr", test_setattr },
 	{ "stale_handles", test_stale_handles },
+	{ "link_max", test_link_max },
 	{ "write_after_getattr_reads_back", test_write_after_getattr_reads_back },
 	{ "dirent_collisions", test_dirent_collisions },
 	{ "readdir_exact", test_readdir_exact },

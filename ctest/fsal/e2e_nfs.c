@@ -959,6 +959,48 @@ static void test_xattrs(void **state)
 }
 
 /*
+ * The limits the export advertises (what pathconf shows) are the ones
+ * libcore enforces: a file size past maxfilesize is EFBIG, and maxlink
+ * is the link count at which a link gives EMLINK (fs_fake_link_max
+ * makes that many).  A write ending one byte past the size limit is
+ * refused, and the file is unchanged.
+ */
+static void test_advertised_limits(void **state)
+{
+	struct nfs_context *nfs = nfs_connect(gateway);
+	struct nfs42_client *client = xattr_connect(gateway, 0);
+	struct nfs42_limits limits = { 0 };
+	struct nfs42_fh fh;
+	struct nfsfh *file = NULL;
+	int ret;
+
+	(void)state;
+	create_with(nfs, "/limits", (const uint8_t *)"small", 5);
+	check_x(client, nfs42_lookup(client, PSEUDO "/limits", &fh));
+	check_x(client, nfs42_get_limits(client, &fh, &limits));
+	print_message("maxfilesize %" PRIu64 ", maxlink %u, maxname %u\n", limits.max_file_size,
+		      limits.max_link, limits.max_name);
+	check(limits.max_file_size == NGNFS_FILE_SIZE_MAX,
+	      "expected maxfilesize %llu (libcore's limit), got %" PRIu64,
+	      (unsigned long long)NGNFS_FILE_SIZE_MAX, limits.max_file_size);
+	check(limits.max_link == NGNFS_LINK_MAX, "expected maxlink %u, got %u", NGNFS_LINK_MAX,
+	      limits.max_link);
+	check(limits.max_name == NGNFS_NAME_MAX, "expected maxname %u, got %u", NGNFS_NAME_MAX,
+	      limits.max_name);
+	check_nfs(nfs, nfs_open(nfs, "/limits", O_RDWR, &file));
+	ret = nfs_pwrite(nfs, file, limits.max_file_size - 2, 3, "xyz");
+	check(ret < 0, "expected a write ending 1 byte past maxfilesize to fail, it returned %d",
+	      ret);
+	check(ret == -EFBIG || strstr(nfs_get_error(nfs), "NFS4ERR_FBIG") != NULL,
+	      "expected EFBIG (NFS4ERR_FBIG) past maxfilesize, got %d: %s", ret,
+	      nfs_get_error(nfs));
+	check_nfs(nfs, nfs_close(nfs, file));
+	check_file(nfs, "/limits", (const uint8_t *)"small", 5);
+	check_x(client, nfs42_disconnect(client));
+	nfs_destroy_context(nfs);
+}
+
+/*
  * Hostile file handles: a client may send any bytes as a handle (PUTFH).
  * Our part of ganesha's NFSv4 handle (file_handle_v4: version, flags,
  * export id, length, then the FSAL's bytes) is the inode number and
@@ -2347,6 +2389,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_xattrs),
 		cmocka_unit_test(test_statfs),
 		cmocka_unit_test(test_forged_handles),
+		cmocka_unit_test(test_advertised_limits),
 	};
 	const struct CMUnitTest bigdir_tests[] = {
 		cmocka_unit_test(test_big_directory),

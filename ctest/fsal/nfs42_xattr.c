@@ -76,6 +76,9 @@ enum nfs4_opcode {
 #define EXCHGID4_FLAG_USE_NON_PNFS 0x00010000u
 #define SP4_NONE		   0
 #define FATTR4_XATTR_SUPPORT	   82
+#define FATTR4_MAXFILESIZE	   27
+#define FATTR4_MAXLINK		   28
+#define FATTR4_MAXNAME		   29
 #define NFS4ERR_COMPLETE_ALREADY   10054
 #define NFS42_DEFAULT_TIMEOUT_MS   10000
 #define NFS42_DEFAULT_MAX_MESSAGE  (1024 * 1024)
@@ -982,6 +985,48 @@ int nfs42_xattr_supported(struct nfs42_client *client, const struct nfs42_fh *fh
 			return fail_local(client, -EBADMSG, "xattr_support value truncated");
 		*supported = value != 0;
 	}
+	return 0;
+}
+
+int nfs42_get_limits(struct nfs42_client *client, const struct nfs42_fh *fh,
+		     struct nfs42_limits *limits)
+{
+	const uint32_t wanted =
+	    (1u << FATTR4_MAXFILESIZE) | (1u << FATTR4_MAXLINK) | (1u << FATTR4_MAXNAME);
+	struct xdr_out out = { 0 };
+	struct xdr_in in;
+	struct xdr_in values;
+	uint32_t results, word_count, words[8] = { 0 }, i;
+	const uint8_t *bytes;
+	uint32_t length;
+	int ret;
+
+	set_context(client, "GETATTR maxfilesize, maxlink, maxname of %s", fh->path);
+	begin_sequenced(client, &out, 1, fh);
+	put_u32(&out, OP_GETATTR);
+	put_u32(&out, 1);
+	put_u32(&out, wanted);
+	ret = call_sequenced(client, &out, fh, &in, &results);
+	free(out.data);
+	if (ret == 0)
+		ret = next_result(client, &in, &results, OP_GETATTR, "GETATTR");
+	if (ret < 0)
+		return ret;
+	if (get_u32(&in, &word_count) < 0 || word_count > 8)
+		return fail_local(client, -EBADMSG, "GETATTR bitmap truncated or too long");
+	for (i = 0; i < word_count; i++)
+		if (get_u32(&in, &words[i]) < 0)
+			return fail_local(client, -EBADMSG, "GETATTR bitmap truncated");
+	if (get_opaque_ref(&in, client->max_response, &bytes, &length) < 0)
+		return fail_local(client, -EBADMSG, "GETATTR values truncated");
+	if ((words[0] & wanted) != wanted)
+		return fail_local(client, -EBADMSG, "GETATTR answered bitmap %#x, asked for %#x",
+				  words[0], wanted);
+	/* Values come in attribute order: 27 (uint64), 28, 29 (uint32). */
+	values = (struct xdr_in){ .data = bytes, .length = length };
+	if (get_u64(&values, &limits->max_file_size) < 0 ||
+	    get_u32(&values, &limits->max_link) < 0 || get_u32(&values, &limits->max_name) < 0)
+		return fail_local(client, -EBADMSG, "GETATTR limit values truncated");
 	return 0;
 }
 

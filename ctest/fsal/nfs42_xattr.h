@@ -138,6 +138,16 @@ int nfs42_lookup(struct nfs42_client *client, const char *path, struct nfs42_fh 
 /* GETATTR xattr_support (attribute 82): does the export claim xattrs? */
 int nfs42_xattr_supported(struct nfs42_client *client, const struct nfs42_fh *fh, bool *supported);
 
+/* What a server says of its filesystem's limits (RFC 7530 attributes 27-29). */
+struct nfs42_limits {
+	uint64_t max_file_size;
+	uint32_t max_link;
+	uint32_t max_name;
+};
+/* GETATTR maxfilesize, maxlink and maxname; -EBADMSG if one is missing. */
+int nfs42_get_limits(struct nfs42_client *client, const struct nfs42_fh *fh,
+		     struct nfs42_limits *limits);
+
 /*
  * GETXATTR.  The value is copied into buffer (up to buffer_size bytes) and
  * its full length stored in *value_length; if it does not fit the call
