@@ -880,7 +880,7 @@ static void test_xattrs(void **state)
 	static uint8_t big[65536];
 	static uint8_t back[65536];
 	char value[64];
-	char long_name[251];
+	char long_name[252];
 	size_t length;
 	bool supported = false;
 
@@ -930,6 +930,29 @@ static void test_xattrs(void **state)
 	memset(long_name, 'n', 250);
 	long_name[250] = '\0';
 	check_x(client, nfs42_setxattr(client, &fh, long_name, "l", 1, NFS42_SETXATTR_CREATE));
+
+	/* hostile names and cookies: refused, nothing stored (the list below) */
+	memset(long_name, 'n', 251);
+	long_name[251] = '\0';
+	check_x_status(client,
+		       nfs42_setxattr(client, &fh, long_name, "l", 1, NFS42_SETXATTR_CREATE),
+		       NFS42_ERR_NAMETOOLONG);
+	check_x_status(client, nfs42_setxattr(client, &fh, "", "e", 1, NFS42_SETXATTR_EITHER),
+		       NFS42_ERR_INVAL);
+	check_x_status(client, nfs42_getxattr(client, &fh, "", value, sizeof(value), &length),
+		       NFS42_ERR_INVAL);
+	check_x_status(client, nfs42_removexattr(client, &fh, ""), NFS42_ERR_INVAL);
+	memset(&names, 0, sizeof(names));
+	check_x_status(client, nfs42_listxattrs(client, &fh, 0x123456789abcdefULL, 65536, &names),
+		       NFS42_ERR_BAD_COOKIE);
+	nfs42_xattr_names_free(&names);
+	memset(&names, 0, sizeof(names));
+	check_x_status(client, nfs42_listxattrs(client, &fh, ~0ULL, 65536, &names),
+		       NFS42_ERR_BAD_COOKIE);
+	nfs42_xattr_names_free(&names);
+	memset(&names, 0, sizeof(names));
+	check_x_status(client, nfs42_listxattrs(client, &fh, 0, 8, &names), NFS42_ERR_TOOSMALL);
+	nfs42_xattr_names_free(&names);
 
 	/* list: all four, without the user. prefix */
 	memset(&names, 0, sizeof(names));
