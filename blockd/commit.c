@@ -8,11 +8,8 @@
  * head; while it syncs, the tail keeps gathering, which is what makes
  * the batches large under load without any timer.
  *
- * XXX:
- *  - A failed RocksDB write fails every request of the batch with -EIO,
- *    but the in-memory view of allocation the event loop already
- *    advanced is not rolled back; blockd keeps running on a store that
- *    may be unhealthy.
+ * A failed write stops the process (commit.h says why): the one exit is
+ * store_failed(), so that no path answers from a state the disk lacks.
  */
 
 #include <errno.h>
@@ -29,7 +26,6 @@ struct commit_batch {
 	struct commit_op *ops_head;
 	struct commit_op *ops_tail;
 	uint32_t op_count;
-	int status;
 };
 
 static struct commit_batch *batch_create(void)
@@ -40,6 +36,15 @@ static struct commit_batch *batch_create(void)
 		abort(); /* a lost write is worse than a crash the supervisor restarts */
 	batch->batch = rocksdb_writebatch_create();
 	return batch;
+}
+
+static void store_failed(const struct commit_batch *batch, const char *error)
+{
+	log_error("group commit of %u requests failed: %s; stopping (exit status %d) with "
+		  "none of them answered: the next start recovers what is durable, and "
+		  "clients resend what they have not seen committed",
+		  batch->op_count, error, BLOCKD_EXIT_STORE_FAILED);
+	_exit(BLOCKD_EXIT_STORE_FAILED);
 }
 
 static void *commit_thread(void *arg)
@@ -65,14 +70,13 @@ static void *commit_thread(void *arg)
 
 		if (committer->delay_ms)
 			usleep(committer->delay_ms * 1000U);
+		if (committer->fail_at && committer->batches + 1 == committer->fail_at)
+			store_failed(batch, "injected by --fail-commit-at (tests only)");
 		if (rocksdb_writebatch_count(batch->batch) > 0)
 			rocksdb_write(committer->db, committer->write_options, batch->batch,
 				      &error);
-		if (error) {
-			log_error("group commit of %u requests failed: %s", batch->op_count, error);
-			rocksdb_free(error);
-			batch->status = -EIO;
-		}
+		if (error)
+			store_failed(batch, error);
 
 		pthread_mutex_lock(&committer->lock);
 		committer->batches++;
@@ -106,7 +110,7 @@ static void complete_done(struct committer *committer)
 			struct commit_op *next_op = op->next;
 
 			committer->pending--;
-			op->done(op, batch->status);
+			op->done(op, 0); /* durable: a failed batch ended the process */
 			op = next_op;
 		}
 		rocksdb_writebatch_destroy(batch->batch);
@@ -123,7 +127,7 @@ static void done_callback(evutil_socket_t fd, short what, void *arg)
 }
 
 int commit_start(struct committer *committer, rocksdb_t *db, bool sync, uint32_t max_batch,
-		 uint32_t delay_ms, struct event_base *base)
+		 uint32_t delay_ms, uint32_t fail_at, struct event_base *base)
 {
 	int ret;
 
@@ -131,6 +135,7 @@ int commit_start(struct committer *committer, rocksdb_t *db, bool sync, uint32_t
 	committer->db = db;
 	committer->max_batch = max_batch;
 	committer->delay_ms = delay_ms;
+	committer->fail_at = fail_at;
 	committer->write_options = rocksdb_writeoptions_create();
 	rocksdb_writeoptions_set_sync(committer->write_options, sync);
 	pthread_mutex_init(&committer->lock, NULL);

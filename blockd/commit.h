@@ -17,6 +17,16 @@
  * is durable, which is how replies that depend on earlier writes (an
  * outcome someone else just recorded) are ordered.
  *
+ * A batch RocksDB refuses to write (a disk error, a full disk) ends the
+ * process at once with BLOCKD_EXIT_STORE_FAILED, nothing of the batch
+ * answered: the event loop has already changed its view (allocation,
+ * pending writes) as if the batch would succeed, and a RocksDB whose WAL
+ * write failed is in an error state itself, so carrying on would answer
+ * from a state the disk does not have.  The next start recovers from what
+ * is durable, exactly as after a kill -9, and clients treat the lost
+ * answers as writes in doubt (they ask for their grants again and look at
+ * the versions).  The supervisor restarts blockd (Restart=on-failure).
+ *
  * XXX:
  *  - No time bound on gathering: under light load every request is its
  *    own batch (and its own sync), which is the lowest latency anyway.
@@ -30,17 +40,24 @@
 
 struct commit_op {
 	struct commit_op *next;
-	/* Called on the event loop once the batch is durable (status 0) or failed. */
+	/*
+	 * Called on the event loop once the batch is durable; status is 0
+	 * (a batch that fails ends the process instead, see above).
+	 */
 	void (*done)(struct commit_op *op, int status);
 };
 
 struct commit_batch;
+
+/* blockd's exit status after a group commit failed (see above). */
+#define BLOCKD_EXIT_STORE_FAILED 3
 
 struct committer {
 	rocksdb_t *db;
 	rocksdb_writeoptions_t *write_options;
 	uint32_t max_batch;
 	uint32_t delay_ms; /* tests only: widens the window of a write in flight */
+	uint32_t fail_at;  /* tests only: this group commit (1 = the first) fails */
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
@@ -58,7 +75,7 @@ struct committer {
 };
 
 int commit_start(struct committer *committer, rocksdb_t *db, bool sync, uint32_t max_batch,
-		 uint32_t delay_ms, struct event_base *base);
+		 uint32_t delay_ms, uint32_t fail_at, struct event_base *base);
 /* Writes everything still queued, completes it, and joins the thread. */
 void commit_stop(struct committer *committer);
 

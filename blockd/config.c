@@ -59,6 +59,9 @@ static const struct setting settings[] = {
 	  "most requests gathered in one group commit (default 1024)" },
 	{ "commit_delay_ms", SETTING_U32, FIELD(commit_delay_ms), 0, 10000,
 	  "tests only: wait this long before each group commit (default 0)" },
+	{ "fail_commit_at", SETTING_U32, FIELD(fail_commit_at), 0, 1000000000,
+	  "tests only: group commit N (1 = the first) fails as a disk error would "
+	  "(default 0: never)" },
 	{ "total_blocks", SETTING_U64, FIELD(total_blocks), 1, 1ULL << 48,
 	  "device capacity in blocks, fixed when the store is created (default 2^32)" },
 	{ "resolve_timeout_ms", SETTING_U32, FIELD(resolve_timeout_ms), 100, 86400000,

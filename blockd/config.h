@@ -28,6 +28,7 @@ struct blockd_config {
 	uint32_t cache_mb;
 	uint32_t commit_max_batch;
 	uint32_t commit_delay_ms; /* tests only */
+	uint32_t fail_commit_at;  /* tests only */
 	uint64_t total_blocks;
 	uint32_t resolve_timeout_ms;
 };

@@ -234,7 +234,7 @@ static int run(struct blockd *server)
 		return -ENOMEM;
 	ret = commit_start(&server->committer, server->store.db, server->config.sync,
 			   server->config.commit_max_batch, server->config.commit_delay_ms,
-			   server->base);
+			   server->config.fail_commit_at, server->base);
 	if (ret)
 		return ret;
 	ret = alloc_init(server);
@@ -291,6 +291,10 @@ static int run(struct blockd *server)
 		 server->config.sync ? "" : ", sync=false: UNSAFE",
 		 server->in_grace ? ", reclaim grace" : "");
 
+	if (server->config.fail_commit_at)
+		log_warn("tests only: group commit %u will fail as a disk error would "
+			 "(--fail-commit-at)",
+			 server->config.fail_commit_at);
 	event_base_dispatch(server->base);
 	log_info("stopped after %llu group commits of %llu requests",
 		 (unsigned long long)server->committer.batches,

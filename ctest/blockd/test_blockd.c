@@ -1664,6 +1664,75 @@ static void case_restart_sigkill(void)
 	restart_keeps_writes(SIGKILL);
 }
 
+/*
+ * A group commit RocksDB refuses (here injected: --fail-commit-at, the
+ * same path as a disk error) stops blockd with exit status 3 and a log
+ * line saying so, without answering the failed write: nothing is
+ * answered from a state the disk does not have.  After a restart every
+ * acknowledged write is there, and the failed one is not (its block is
+ * still at version 0 and can be written again).
+ */
+static void case_store_failure_stops(void)
+{
+	enum { FAIL_AT = 6, TRIES = 20 };
+	struct ngnfs_test_cluster *cluster =
+	    start(1, (const char *[]){ "--grace-ms", "300", "--fail-commit-at", "6", NULL });
+	uint8_t data[NGNFS_BLOCK_SIZE], back[NGNFS_BLOCK_SIZE];
+	uint64_t version, new_version;
+	unsigned int acknowledged = 0;
+	bool has_data;
+	int status, ret;
+	struct tc tc;
+
+	format_all(cluster);
+	open_session(&tc, cluster, 0, 0);
+	for (uint64_t blkno = 200; blkno < 200 + TRIES; blkno++) {
+		fill(data, (uint8_t)blkno);
+		EXPECT_STATUS(tc_get(&tc, blkno, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL),
+			      0);
+		ret = tc_write(&tc, blkno, 0, data, &new_version);
+		if (ret)
+			break;
+		acknowledged++;
+	}
+	if (acknowledged == 0 || acknowledged >= FAIL_AT)
+		fail("expected the writes to stop at group commit %u (after the format), %u were "
+		     "acknowledged",
+		     FAIL_AT, acknowledged);
+	EXPECT_STATUS(ngnfs_test_cluster_wait_exit(cluster, 0, 10000, &status), 0);
+	if (!WIFEXITED(status) || WEXITSTATUS(status) != 3)
+		fail("expected blockd to exit with status 3 after the failed commit, wait status "
+		     "%#x",
+		     status);
+	if (!log_contains(cluster, 0, "group commit of 1 requests failed: injected") ||
+	    !log_contains(cluster, 0, "stopping (exit status 3)"))
+		fail("expected the log to say which commit failed and that blockd stops");
+	tc_close(&tc);
+
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
+	open_session(&tc, cluster, 0, NGNFS_HELLO_RECLAIM);
+	for (uint64_t blkno = 200; blkno <= 200 + acknowledged; blkno++) {
+		bool was_acknowledged = blkno < 200 + acknowledged;
+
+		fill(data, (uint8_t)blkno);
+		EXPECT_STATUS(tc_get(&tc, blkno, NGNFS_ACCESS_WRITE, was_acknowledged ? 0 : 1,
+				     &version, &has_data, back),
+			      0);
+		if (was_acknowledged) {
+			EXPECT_U64("version of an acknowledged write", version, 1);
+			if (!has_data || memcmp(back, data, sizeof(data)))
+				fail("block %llu lost its acknowledged contents",
+				     (unsigned long long)blkno);
+		} else {
+			EXPECT_U64("version of the block whose commit failed", version, 0);
+			EXPECT_STATUS(tc_write(&tc, blkno, 0, data, &new_version), 0);
+			EXPECT_U64("version once written again", new_version, 1);
+		}
+	}
+	tc_close(&tc);
+	stop(cluster);
+}
+
 static void case_grace(void)
 {
 	struct ngnfs_test_cluster *cluster =
@@ -1697,6 +1766,7 @@ static const struct {
 	void (*run)(void);
 } cases[] = {
 	{ "bad_flags", case_bad_flags },
+	{ "store_failure_stops", case_store_failure_stops },
 	{ "bad_config", case_bad_config },
 	{ "config_file_serves", case_config_file_serves },
 	{ "foreign_folder", case_foreign_folder },
