@@ -85,7 +85,8 @@ endforeach()
 #       create in flight at a device restart succeeds; a dead blockd gives
 #       NFS4ERR_DELAY at once while it has been away for less than
 #       Reclaim_Timeout_Ms and NFS4ERR_IO after, never a hang, and the
-#       gateway works again when it returns
+#       gateway works again when it returns; a rolling restart of every
+#       device under a writing client shows it nothing but NFS4ERR_DELAY
 #   fsal.e2e_nfs3       the same export over NFSv3 (Protocols = 3, 4), in a
 #       private network and mount namespace (unshare(CLONE_NEWNET |
 #       CLONE_NEWNS), lo up, a tmpfs on /run) with its own `rpcbind -f -w`,

@@ -2014,6 +2014,128 @@ static void test_blockd_outage(void **state)
 	nfs_destroy_context(nfs);
 }
 
+/*
+ * A client that behaves like Linux's for NFS4ERR_DELAY: waits a little
+ * and sends the operation again.  Any other failure is the test's.
+ */
+/* Directories land on hashed devices: several, so that every device holds some. */
+#define ROLLING_DIRS 6
+
+struct rolling_writer {
+	struct nfs_context *nfs;
+	bool stop;	      /* __atomic */
+	unsigned int created; /* __atomic: the test reads it while this runs */
+	unsigned int delays;
+	int error;
+	char error_text[512];
+	uint64_t longest_ms; /* the longest one file took, retries included */
+};
+
+static bool is_delay(struct rolling_writer *writer, int ret)
+{
+	if (ret >= 0 || !strstr(nfs_get_error(writer->nfs), "NFS4ERR_DELAY"))
+		return false;
+	writer->delays++;
+	sleep_ms(100);
+	return true;
+}
+
+static void *rolling_writer_thread(void *arg)
+{
+	struct rolling_writer *writer = arg;
+	char path[64], text[64];
+	struct nfsfh *fh;
+	int ret;
+
+	while (!__atomic_load_n(&writer->stop, __ATOMIC_ACQUIRE)) {
+		uint64_t started = now_ms();
+		unsigned int n = writer->created;
+		int length = snprintf(text, sizeof(text), "rolling file %u", n);
+
+		snprintf(path, sizeof(path), "/rolling/d%u/f%05u", n % ROLLING_DIRS, n);
+		fh = NULL;
+		do
+			ret = nfs_create(writer->nfs, path, O_RDWR, 0644, &fh);
+		while (is_delay(writer, ret));
+		if (ret == 0) {
+			do
+				ret = nfs_pwrite(writer->nfs, fh, 0, (uint64_t)length, text);
+			while (is_delay(writer, ret));
+			if (ret >= 0)
+				ret = nfs_close(writer->nfs, fh);
+			else
+				nfs_close(writer->nfs, fh);
+		}
+		if (ret < 0) {
+			writer->error = ret;
+			snprintf(writer->error_text, sizeof(writer->error_text), "%s: %s", path,
+				 nfs_get_error(writer->nfs));
+			break;
+		}
+		if (now_ms() - started > writer->longest_ms)
+			writer->longest_ms = now_ms() - started;
+		__atomic_add_fetch(&writer->created, 1, __ATOMIC_RELEASE); /* read by the test */
+	}
+	return NULL;
+}
+
+/*
+ * A rolling restart: every device killed and started again in turn while
+ * a client keeps creating and writing files in a stable export, in turn
+ * in directories spread over the devices.  Each
+ * device is back well within Reclaim_Timeout_Ms, so the client sees
+ * NFS4ERR_DELAY at most, which it retries, and never an error; every file
+ * it was told is written is there, byte for byte.
+ */
+static void test_rolling_restart(void **state)
+{
+	struct rolling_writer writer = { .nfs = nfs_connect(gateway) };
+	struct nfs_context *nfs = nfs_connect(gateway);
+	unsigned int devices = ngnfs_test_cluster_device_count(cluster);
+	unsigned int before, i;
+	char path[64], text[64];
+	pthread_t thread;
+	int ret;
+
+	(void)state;
+	check_nfs(nfs, nfs_mkdir(nfs, "/rolling"));
+	for (i = 0; i < ROLLING_DIRS; i++) {
+		snprintf(path, sizeof(path), "/rolling/d%u", i);
+		check_nfs(nfs, nfs_mkdir(nfs, path));
+	}
+	check(pthread_create(&thread, NULL, rolling_writer_thread, &writer) == 0, "writer thread");
+	sleep_ms(1000);
+	for (i = 0; i < devices; i++) {
+		before = __atomic_load_n(&writer.created, __ATOMIC_RELAXED);
+		check(ngnfs_test_cluster_kill(cluster, i, SIGKILL) == 0, "SIGKILL device %u", i);
+		sleep_ms(500);
+		check(ngnfs_test_cluster_restart(cluster, i) == 0, "restart device %u", i);
+		sleep_ms(2000);
+		print_message("device %u restarted: %u files written meanwhile\n", i,
+			      __atomic_load_n(&writer.created, __ATOMIC_RELAXED) - before);
+	}
+	sleep_ms(1000);
+	__atomic_store_n(&writer.stop, true, __ATOMIC_RELEASE);
+	ret = pthread_join(thread, NULL);
+	check(ret == 0, "join the writer: %s", strerror(ret));
+	print_message("rolling restart of %u devices: %u files, %u NFS4ERR_DELAY answers retried, "
+		      "longest file %" PRIu64 " ms\n",
+		      devices, writer.created, writer.delays, writer.longest_ms);
+	check(writer.error == 0,
+	      "expected no error but NFS4ERR_DELAY during the rolling restart, got %d after %u "
+	      "files: %s",
+	      writer.error, writer.created, writer.error_text);
+	check(writer.created > 0, "expected the client to write files during the restart");
+	for (i = 0; i < writer.created; i++) {
+		int length = snprintf(text, sizeof(text), "rolling file %u", i);
+
+		snprintf(path, sizeof(path), "/rolling/d%u/f%05u", i % ROLLING_DIRS, i);
+		check_file(nfs, path, (const uint8_t *)text, (size_t)length);
+	}
+	nfs_destroy_context(writer.nfs);
+	nfs_destroy_context(nfs);
+}
+
 /* ---- nfs3 group ------------------------------------------------------- */
 
 /*
@@ -2432,6 +2554,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_writeback_in_flight_at_outage),
 		cmocka_unit_test(test_stable_create_in_flight_at_outage),
 		cmocka_unit_test(test_blockd_outage),
+		cmocka_unit_test(test_rolling_restart),
 	};
 	const struct CMUnitTest nfs3_tests[] = {
 		cmocka_unit_test(test_nfs3_registered_with_private_rpcbind),
