@@ -986,15 +986,18 @@ static void test_xattrs(void **state)
  * libcore enforces: a file size past maxfilesize is EFBIG, and maxlink
  * is the link count at which a link gives EMLINK (fs_fake_link_max
  * makes that many).  A write ending one byte past the size limit is
- * refused, and the file is unchanged.
+ * refused, and the file is unchanged; a file of exactly maxfilesize can
+ * be made (sparse), written and read at its very end, and unlinked.
  */
 static void test_advertised_limits(void **state)
 {
 	struct nfs_context *nfs = nfs_connect(gateway);
 	struct nfs42_client *client = xattr_connect(gateway, 0);
 	struct nfs42_limits limits = { 0 };
+	struct nfs_stat_64 st;
 	struct nfs42_fh fh;
 	struct nfsfh *file = NULL;
+	uint8_t tail[16];
 	int ret;
 
 	(void)state;
@@ -1019,6 +1022,39 @@ static void test_advertised_limits(void **state)
 	      nfs_get_error(nfs));
 	check_nfs(nfs, nfs_close(nfs, file));
 	check_file(nfs, "/limits", (const uint8_t *)"small", 5);
+
+	/* a file of exactly maxfilesize: sparse, its last bytes written and read */
+	create_with(nfs, "/huge", (const uint8_t *)"h", 1);
+	ret = nfs_truncate(nfs, "/huge", limits.max_file_size + 1);
+	check(ret == -EFBIG, "expected EFBIG truncating to maxfilesize + 1, got %d: %s", ret,
+	      nfs_get_error(nfs));
+	/*
+	 * libnfs forgets that the OPEN of its OPEN+SETATTR compound consumed
+	 * the open-owner seqid when the SETATTR fails, and its next OPEN is
+	 * NFS4ERR_BAD_SEQID (it does the same against FSAL_VFS): a new context.
+	 */
+	nfs_destroy_context(nfs);
+	nfs = nfs_connect(gateway);
+	check_nfs(nfs, nfs_truncate(nfs, "/huge", limits.max_file_size));
+	check_nfs(nfs, nfs_stat64(nfs, "/huge", &st));
+	check(st.nfs_size == limits.max_file_size, "expected size %" PRIu64 ", got %" PRIu64,
+	      limits.max_file_size, (uint64_t)st.nfs_size);
+	check_nfs(nfs, nfs_open(nfs, "/huge", O_RDWR, &file));
+	memset(tail, 0x55, sizeof(tail));
+	ret = nfs_pread(nfs, file, limits.max_file_size - 8, sizeof(tail), tail);
+	check(ret == 8 && !memcmp(tail, "\0\0\0\0\0\0\0\0", 8),
+	      "expected the last 8 bytes of the sparse file as zeros, got %d bytes", ret);
+	ret = nfs_pwrite(nfs, file, limits.max_file_size - 3, 3, "end");
+	check(ret == 3, "expected to write the file's last 3 bytes, got %d: %s", ret,
+	      nfs_get_error(nfs));
+	ret = nfs_pread(nfs, file, limits.max_file_size - 3, sizeof(tail), tail);
+	check(ret == 3 && !memcmp(tail, "end", 3), "expected \"end\" back at the end, got %d bytes",
+	      ret);
+	ret = nfs_pwrite(nfs, file, UINT64_MAX - 2, 2, "xx");
+	check(ret == -EFBIG, "expected EFBIG writing at 2^64 - 3, got %d: %s", ret,
+	      nfs_get_error(nfs));
+	check_nfs(nfs, nfs_close(nfs, file));
+	check_nfs(nfs, nfs_unlink(nfs, "/huge"));
 	check_x(client, nfs42_disconnect(client));
 	nfs_destroy_context(nfs);
 }
