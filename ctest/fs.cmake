@@ -31,7 +31,7 @@ target_include_directories(test_fs_real PRIVATE ${NGNFS_TEST_DIR}/fs)
 target_link_libraries(test_fs_real PRIVATE ngnfs_core ngnfs_test_harness)
 
 set(NGNFS_FS_TESTS btree_random_vs_reference btree_sequential_splits names link_counts
-		   rename_cases orphan_unlink_open symlinks setattr stale_handles
+		   rename_cases orphan_unlink_open symlinks special_files setattr stale_handles
 		   write_after_getattr_reads_back
 		   dirent_collisions readdir_exact readdir_cookies_100k fsck_clean fsck_finds_problems dir_corrupt_leaf_create model_random
 		   sync_inode_one_file create_with_times)

@@ -94,7 +94,8 @@ endforeach()
 #       registrations, byte-exact data, directories, rename, links, symlinks,
 #       readdir, getattr/setattr (mode, size, times), unlink, NFS3ERR_NOENT and
 #       other errors through libnfs's NFSv3, v3 and v4 seeing each other's
-#       changes, and NFS3ERR_JUKEBOX while a device restarts.  Skipped (exit 77) where no namespace can be made (not root,
+#       changes, NFS3ERR_JUKEBOX while a device restarts, and special files
+#       with their device numbers.  Skipped (exit 77) where no namespace can be made (not root,
 #       no namespace support) or rpcbind is not installed.
 set(NGNFS_E2E_BIGDIR_ENTRIES 100000 CACHE STRING "Entries of fsal.e2e_bigdir's directory")
 add_executable(e2e_nfs ${NGNFS_TEST_DIR}/fsal/e2e_nfs.c)

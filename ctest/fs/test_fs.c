@@ -231,6 +231,50 @@ static void test_orphan_unlink_open(void)
 	stop_fs(fs);
 }
 
+/*
+ * special_files: character and block devices keep their device number
+ * (as given, major and minor), FIFOs and sockets have none; an unknown
+ * file type is -EINVAL and creates nothing; all are listed with their type.
+ */
+static void test_special_files(void)
+{
+	static const struct {
+		const char *name;
+		uint32_t type;
+		uint64_t rdev;
+	} files[] = {
+		{ "null", S_IFCHR, (1ULL << 8) | 3 }, /* Linux's old encoding of (1, 3) */
+		{ "big-numbers", S_IFCHR, 0x00000fff000fffffULL },
+		{ "disk", S_IFBLK, (8ULL << 8) | 16 },
+		{ "fifo", S_IFIFO, 0 },
+		{ "socket", S_IFSOCK, 0 },
+	};
+	struct ngnfs_fs *fs = start_fs(1, "special", NGNFS_MOUNT_STABLE);
+	struct ngnfs_handle root = root_of(fs), dir, handle;
+	struct ngnfs_attr attr;
+	size_t i;
+
+	dir = make(fs, &root, "dev", S_IFDIR | 0755);
+	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		EXPECT_RET(ngnfs_create(fs, &dir, files[i].name, files[i].type | 0640, 0, 0,
+					files[i].rdev ? files[i].rdev : 0x1234, &handle, NULL),
+			   0);
+		attr = attr_of(fs, &handle);
+		CHECK((attr.mode & S_IFMT) == files[i].type && (attr.mode & 07777) == 0640,
+		      "%s: expected mode %o, got %o", files[i].name, files[i].type | 0640,
+		      attr.mode);
+		CHECK(attr.rdev == files[i].rdev, "%s: expected rdev %#llx, got %#llx",
+		      files[i].name, (unsigned long long)files[i].rdev,
+		      (unsigned long long)attr.rdev);
+		CHECK(attr.size == 0 && attr.nlink == 1, "%s: expected size 0 and nlink 1",
+		      files[i].name);
+	}
+	EXPECT_RET(ngnfs_create(fs, &dir, "weird", 0170000 | 0644, 0, 0, 0, NULL, NULL), -EINVAL);
+	EXPECT_RET(ngnfs_lookup(fs, &dir, "weird", NULL, NULL), -ENOENT);
+	CHECK(attr_of(fs, &dir).nlink == 2, "expected the directory's nlink to stay 2");
+	stop_fs(fs);
+}
+
 /* symlinks: inline and block targets, readlink, too long */
 static void test_symlinks(void)
 {
@@ -815,6 +859,7 @@ static const struct test_case tests[] = {
 	{ "rename_cases", test_rename_cases },
 	{ "orphan_unlink_open", test_orphan_unlink_open },
 	{ "symlinks", test_symlinks },
+	{ "special_files", test_special_files },
 	{ "setattr", test_setattr },
 	{ "stale_handles", test_stale_handles },
 	{ "link_max", test_link_max },

@@ -70,6 +70,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/statvfs.h>
 #include <sys/time.h>
 #include <time.h>
@@ -2506,6 +2507,46 @@ static void test_nfs3_device_restart_is_jukebox(void **state)
 	nfs_destroy_context(nfs);
 }
 
+/*
+ * Special files over v3, whose attributes carry the device number (libnfs
+ * 4.0's NFSv4 stat does not ask for rawdev): a character and a block
+ * device keep major and minor both ways through the FSAL, a FIFO and a
+ * socket have their types, and every one reads back as it was made.
+ */
+static void test_nfs3_special_files(void **state)
+{
+	static const struct {
+		const char *path;
+		uint32_t type;
+		unsigned int major, minor;
+	} files[] = {
+		{ "/v3/special-chr", S_IFCHR, 1, 3 },
+		{ "/v3/special-blk", S_IFBLK, 259, 70000 },
+		{ "/v3/special-fifo", S_IFIFO, 0, 0 },
+		{ "/v3/special-sock", S_IFSOCK, 0, 0 },
+	};
+	struct nfs_context *nfs = nfs3_connect();
+	struct nfs_stat_64 st;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		dev_t device = makedev(files[i].major, files[i].minor);
+
+		check_nfs(nfs, nfs_mknod(nfs, files[i].path, files[i].type | 0640, device));
+		check_nfs(nfs, nfs_stat64(nfs, files[i].path, &st));
+		check((st.nfs_mode & S_IFMT) == files[i].type && (st.nfs_mode & 07777) == 0640,
+		      "%s: expected mode %o, got %o", files[i].path, files[i].type | 0640,
+		      (unsigned int)st.nfs_mode);
+		if (files[i].type == S_IFCHR || files[i].type == S_IFBLK)
+			check(st.nfs_rdev == device, "%s: expected device %u:%u, got %u:%u",
+			      files[i].path, files[i].major, files[i].minor, major(st.nfs_rdev),
+			      minor(st.nfs_rdev));
+		check_nfs(nfs, nfs_unlink(nfs, files[i].path));
+	}
+	nfs_destroy_context(nfs);
+}
+
 /* One export, two protocols: each sees what the other wrote. */
 static void test_nfs3_and_nfs4_share_the_export(void **state)
 {
@@ -2600,6 +2641,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_nfs3_errors),
 		cmocka_unit_test(test_nfs3_and_nfs4_share_the_export),
 		cmocka_unit_test(test_nfs3_device_restart_is_jukebox),
+		cmocka_unit_test(test_nfs3_special_files),
 	};
 	int ret;
 	int c;
