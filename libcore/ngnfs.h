@@ -12,9 +12,10 @@
  * inode number (which is the number of the inode's block) and its
  * generation: a handle stays valid across gateway restarts and is refused
  * with -ESTALE once the inode is gone or its block was reused.  A call
- * that needs a device whose session is lost fails with -EAGAIN (try
- * again) for the mount's reclaim timeout after the loss, and with
- * -ENOTCONN after that.
+ * that must ask a device whose session is lost for a block fails with
+ * -EAGAIN (try again) for the mount's reclaim timeout after the loss, and
+ * with -ENOTCONN after that; one whose changed blocks wait to be
+ * reclaimed from that device waits for them instead.
  *
  * Calls may block (network, durability waits) and may be made from many
  * threads at once; they never hold blocks while they wait.
