@@ -1675,8 +1675,8 @@ static void case_restart_sigkill(void)
 static void case_store_failure_stops(void)
 {
 	enum { FAIL_AT = 6, TRIES = 20 };
-	struct ngnfs_test_cluster *cluster =
-	    start(1, (const char *[]){ "--grace-ms", "300", "--fail-commit-at", "6", NULL });
+	char fail_at[16];
+	struct ngnfs_test_cluster *cluster;
 	uint8_t data[NGNFS_BLOCK_SIZE], back[NGNFS_BLOCK_SIZE];
 	uint64_t version, new_version;
 	unsigned int acknowledged = 0;
@@ -1684,6 +1684,9 @@ static void case_store_failure_stops(void)
 	int status, ret;
 	struct tc tc;
 
+	snprintf(fail_at, sizeof(fail_at), "%d", FAIL_AT);
+	cluster =
+	    start(1, (const char *[]){ "--grace-ms", "300", "--fail-commit-at", fail_at, NULL });
 	format_all(cluster);
 	open_session(&tc, cluster, 0, 0);
 	for (uint64_t blkno = 200; blkno < 200 + TRIES; blkno++) {

@@ -2050,13 +2050,13 @@ static void test_blockd_outage(void **state)
 	nfs_destroy_context(nfs);
 }
 
+/* Directories land on hashed devices: several, so that every device holds some. */
+#define ROLLING_DIRS 6
+
 /*
  * A client that behaves like Linux's for NFS4ERR_DELAY: waits a little
  * and sends the operation again.  Any other failure is the test's.
  */
-/* Directories land on hashed devices: several, so that every device holds some. */
-#define ROLLING_DIRS 6
-
 struct rolling_writer {
 	struct nfs_context *nfs;
 	bool stop;	      /* __atomic */
@@ -2117,11 +2117,11 @@ static void *rolling_writer_thread(void *arg)
 
 /*
  * A rolling restart: every device killed and started again in turn while
- * a client keeps creating and writing files in a stable export, in turn
- * in directories spread over the devices.  Each
- * device is back well within Reclaim_Timeout_Ms, so the client sees
- * NFS4ERR_DELAY at most, which it retries, and never an error; every file
- * it was told is written is there, byte for byte.
+ * a client keeps creating and writing files in a stable export, in
+ * directories spread over the devices.  Each device is back well within
+ * Reclaim_Timeout_Ms, so the client sees NFS4ERR_DELAY at most, which it
+ * retries, and never an error; every file it was told is written is
+ * there, byte for byte.
  */
 static void test_rolling_restart(void **state)
 {
