@@ -262,4 +262,18 @@ struct ngnfs_statfs {
 };
 int ngnfs_statfs(struct ngnfs_fs *fs, struct ngnfs_statfs *statfs);
 
+/*
+ * One device's figures, as its blockd counts them.  Files live on their
+ * directory's device, so one device can fill while the others have room:
+ * this is where an operator sees it.
+ */
+struct ngnfs_statfs_device {
+	uint64_t total_blocks;
+	uint64_t free_blocks;	  /* never allocated or freed, reserved ones excluded */
+	uint64_t reserved_blocks; /* handed to clients by ALLOC, not yet written */
+	uint64_t staged_sets;	  /* multi-device sets staged here and not yet resolved */
+};
+/* -EINVAL for a device the filesystem does not have. */
+int ngnfs_statfs_device(struct ngnfs_fs *fs, uint16_t device, struct ngnfs_statfs_device *statfs);
+
 #endif

@@ -373,6 +373,26 @@ void ngnfs_fs_id(struct ngnfs_fs *fs, uint8_t fs_id[16])
 	memcpy(fs_id, fs->fs_id, NGNFS_FS_ID_SIZE);
 }
 
+int ngnfs_statfs_device(struct ngnfs_fs *fs, uint16_t device, struct ngnfs_statfs_device *statfs)
+{
+	struct ngnfs_device_statfs device_statfs;
+	int ret;
+
+	ngnfs_clear_error();
+	memset(statfs, 0, sizeof(*statfs));
+	if (device >= fs->device_count)
+		return ngnfs_fail_quiet(-EINVAL, "statfs: the filesystem has %u devices, not %u",
+					fs->device_count, device + 1);
+	ret = ngnfs_client_statfs_sync(fs->client, device, &device_statfs);
+	if (ret < 0)
+		return ngnfs_fail(ret, "statfs: device %u: %s", device, strerror(-ret));
+	statfs->total_blocks = device_statfs.total_blocks;
+	statfs->free_blocks = device_statfs.free_blocks;
+	statfs->reserved_blocks = device_statfs.reserved_blocks;
+	statfs->staged_sets = device_statfs.staged_sets;
+	return 0;
+}
+
 int ngnfs_statfs(struct ngnfs_fs *fs, struct ngnfs_statfs *statfs)
 {
 	struct ngnfs_device_statfs device_statfs;

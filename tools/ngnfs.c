@@ -3,7 +3,8 @@
  * ngnfs: the admin command.
  *
  *   ngnfs mkfs --devices DEVICES        format unformatted devices
- *   ngnfs stat --devices DEVICES [PATH] filesystem figures, or a path's attributes
+ *   ngnfs stat --devices DEVICES [PATH] filesystem and per-device figures, or a path's
+ *                                       attributes
  *   ngnfs ls   --devices DEVICES [PATH] list a directory
  *   ngnfs fsck --devices DEVICES        check the namespace from the root
  *
@@ -61,7 +62,9 @@ static const char *const command_help[][2] = {
 		  "superblock and root directory.  Refuses (exit 1) if any device is\n"
 		  "already formatted.  Prints the new fs id.\n" },
 	{ "stat", "usage: ngnfs stat --devices DEVICES [PATH]\n"
-		  "Without PATH: block size, total and free blocks and inodes, devices.\n"
+		  "Without PATH: block size, total and free blocks and inodes, devices,\n"
+		  "then one line per device: address, blocks, free, reserved by clients,\n"
+		  "multi-device sets staged and not yet resolved.\n"
 		  "With PATH: inode number, generation, type, mode, links, size, times.\n" },
 	{ "ls", "usage: ngnfs ls --devices DEVICES [-l] [PATH]\n"
 		"Lists the entries of directory PATH (default /) in cookie order:\n"
@@ -213,7 +216,35 @@ static void print_time(const char *label, const struct timespec *ts)
 	printf("%-12s %s.%09ld UTC\n", label, text, ts->tv_nsec);
 }
 
-static int do_stat(struct ngnfs_fs *fs, const struct options *options)
+/* One line per device: a device that fills up fills alone (files stay on their directory's). */
+static int print_devices(struct ngnfs_fs *fs, const struct ngnfs_manifest *manifest)
+{
+	struct ngnfs_statfs_device device_statfs;
+	uint16_t device;
+	int ret;
+
+	for (device = 0; device < manifest->device_count; device++) {
+		ret = ngnfs_statfs_device(fs, device, &device_statfs);
+		if (ret < 0) {
+			fprintf(stderr, "ngnfs stat: %s\n", ngnfs_last_error());
+			return 1;
+		}
+		printf("device %-5u %s: %llu blocks, %llu free (%.1f%%), %llu reserved, "
+		       "%llu sets staged\n",
+		       device, manifest->addresses[device],
+		       (unsigned long long)device_statfs.total_blocks,
+		       (unsigned long long)device_statfs.free_blocks,
+		       device_statfs.total_blocks ? 100.0 * (double)device_statfs.free_blocks /
+							(double)device_statfs.total_blocks
+						  : 0.0,
+		       (unsigned long long)device_statfs.reserved_blocks,
+		       (unsigned long long)device_statfs.staged_sets);
+	}
+	return 0;
+}
+
+static int do_stat(struct ngnfs_fs *fs, const struct ngnfs_manifest *manifest,
+		   const struct options *options)
 {
 	struct ngnfs_handle handle;
 	struct ngnfs_statfs statfs;
@@ -235,7 +266,7 @@ static int do_stat(struct ngnfs_fs *fs, const struct options *options)
 		       (unsigned long long)statfs.total_inodes,
 		       (unsigned long long)statfs.free_inodes);
 		printf("name max     %u\n", statfs.name_max);
-		return 0;
+		return print_devices(fs, manifest);
 	}
 	ret = resolve(fs, options->path, &handle, &attr);
 	if (ret < 0) {
@@ -394,7 +425,7 @@ int main(int argc, char **argv)
 		status = 1;
 	} else {
 		if (strcmp(command, "stat") == 0)
-			status = do_stat(fs, &options);
+			status = do_stat(fs, &manifest, &options);
 		else if (strcmp(command, "ls") == 0)
 			status = do_ls(fs, &options);
 		else

@@ -534,15 +534,18 @@ static void run_tool(const char *const *argv, int expected_status, const char *o
 /*
  * tool_commands: ngnfs mkfs formats the devices (and refuses to format
  * them again), ngnfs ls lists what a client created, ngnfs stat shows a
- * path, ngnfs fsck passes on it, and every command has --help.
+ * line per device with what ngnfs_statfs_device says of it, and a path,
+ * ngnfs fsck passes on it, and every command has --help.
  */
 void test_tool_commands(void)
 {
 	const char *tool = getenv("NGNFS_TOOL");
 	char output[4096], *text;
+	struct ngnfs_statfs_device device_statfs[2], missing_device;
 	struct ngnfs_handle root, dir;
 	struct ngnfs_fs *fs;
 	const char *manifest;
+	uint16_t device;
 
 	CHECK(tool, "NGNFS_TOOL is not set (the ngnfs tool is not built)");
 	{
@@ -571,7 +574,34 @@ void test_tool_commands(void)
 	root = root_of(fs);
 	dir = make(fs, &root, "projects", S_IFDIR | 0755);
 	make(fs, &dir, "tape-0001.dat", S_IFREG | 0644);
+	for (device = 0; device < 2; device++) {
+		EXPECT_RET(ngnfs_statfs_device(fs, device, &device_statfs[device]), 0);
+		CHECK(device_statfs[device].total_blocks > 0 &&
+			  device_statfs[device].free_blocks < device_statfs[device].total_blocks &&
+			  device_statfs[device].staged_sets == 0,
+		      "device %u: expected some blocks in use and no staged sets, got %llu total, "
+		      "%llu free, %llu staged",
+		      device, (unsigned long long)device_statfs[device].total_blocks,
+		      (unsigned long long)device_statfs[device].free_blocks,
+		      (unsigned long long)device_statfs[device].staged_sets);
+	}
+	EXPECT_RET(ngnfs_statfs_device(fs, 2, &missing_device), -EINVAL);
 	ngnfs_unmount(fs);
+	{
+		const char *argv[] = { tool, "stat", "--devices", manifest, NULL };
+		char line[256];
+
+		run_tool(argv, 0, output, &text);
+		for (device = 0; device < 2; device++) {
+			snprintf(line, sizeof(line), "device %-5u %s: %llu blocks, ", device,
+				 test_addresses()[device],
+				 (unsigned long long)device_statfs[device].total_blocks);
+			CHECK(strstr(text, line), "stat: expected a line starting \"%s\", got:\n%s",
+			      line, text);
+		}
+		CHECK(strstr(text, "0 sets staged"), "stat: expected staged sets, got:\n%s", text);
+		free(text);
+	}
 	{
 		const char *argv[] = { tool, "ls", "--devices", manifest, "/projects", NULL };
 
