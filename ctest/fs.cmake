@@ -47,6 +47,9 @@ foreach(test two_clients_see_each_other concurrent_renames_two_clients rename_su
 			       LABELS tsan)
 endforeach()
 ngnfs_add_cluster_test(NAME fs_real_tool_commands COMMAND test_fs_real tool_commands TIMEOUT 180)
+# Two small devices (blockd --total-blocks 800) filled through one directory.
+ngnfs_add_cluster_test(NAME fs_real_full_device_overflows COMMAND test_fs_real full_device_overflows
+		       TIMEOUT 180)
 # NGNFS_LINK_MAX links of one file: the double only (65000 operations).
 add_test(NAME fs_fake_link_max COMMAND test_fs_fake link_max)
 set_tests_properties(fs_fake_link_max PROPERTIES TIMEOUT 120)

@@ -208,6 +208,8 @@ struct alloc_pool {
 	uint32_t capacity;
 	bool refilling;
 	int error;
+	/* the device answered ENOSPC: other devices give blocks until then */
+	uint64_t full_until_ms;
 };
 
 struct ngnfs_cache {
@@ -306,6 +308,12 @@ void cache_start_get(struct ngnfs_cache *cache, struct cache_block *block, uint8
 void cache_record_error(struct ngnfs_cache *cache, int error);
 /* Lock held; dropped around ALLOC.  Fills the device's reservation pool. */
 void cache_refill_pool(struct ngnfs_cache *cache, uint16_t device);
+/*
+ * The device a new block for device comes from: device itself, or when
+ * its blockd said it is full, the next one that is not (see cache.c).
+ * Lock held.
+ */
+uint16_t cache_alloc_device(struct ngnfs_cache *cache, uint16_t device);
 /*
  * What an operation hears when it needs device and got error: -EAGAIN for
  * -ENOTCONN while the device's session has been lost for less than the

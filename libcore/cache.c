@@ -81,6 +81,12 @@
  * session broke (in_doubt_answer).
  * A block whose session broke while a write carried it (grant_lost) has
  * no grant afterwards, whatever became of the write.
+ * A device whose blockd answers ALLOC with ENOSPC is passed over for
+ * CACHE_FULL_RECHECK_MS: new blocks meant for it come from the next device
+ * with room (cache_alloc_device).  Placement is only a preference (a block
+ * number names its device, readers follow pointers), so a full device
+ * costs its directories cross-device sets, not ENOSPC while other devices
+ * have room.
  * An operation that needs a device without a session fails with -EAGAIN
  * (try again: NFS4ERR_DELAY, which clients retry by themselves) while the
  * session has been lost for less than reclaim_timeout_ms, the time dirty
@@ -123,7 +129,9 @@
 #define CACHE_FLUSHER_IDLE_MS  1000
 /* How long a dirty block may wait for its grant after a session reset. */
 #define CACHE_DEFAULT_RECLAIM_TIMEOUT_MS 30000
-#define CACHE_REGRANT_RETRY_MS		 100
+/* How long a device that answered ALLOC with ENOSPC is passed over. */
+#define CACHE_FULL_RECHECK_MS  2000
+#define CACHE_REGRANT_RETRY_MS 100
 /* A set refused with -EBUSY (pinned by our previous set) is sent again after this. */
 #define CACHE_BUSY_RETRY_MS 5
 
@@ -1347,6 +1355,27 @@ int cache_unreachable_error(struct ngnfs_cache *cache, uint16_t device, int erro
 	return error;
 }
 
+uint16_t cache_alloc_device(struct ngnfs_cache *cache, uint16_t device)
+{
+	uint64_t now = cache_now_ms();
+	uint16_t i;
+
+	for (i = 0; i < cache->device_count; i++) {
+		uint16_t candidate = (uint16_t)((device + i) % cache->device_count);
+		struct alloc_pool *pool = &cache->pools[candidate];
+
+		if (pool->full_until_ms && pool->full_until_ms <= now) {
+			/* Time to ask again: frees may have made room. */
+			pool->full_until_ms = 0;
+			if (pool->error == -ENOSPC)
+				pool->error = 0;
+		}
+		if (pool->count || !pool->full_until_ms)
+			return candidate;
+	}
+	return device; /* every device is full: its ENOSPC is the answer */
+}
+
 void cache_refill_pool(struct ngnfs_cache *cache, uint16_t device)
 {
 	struct alloc_pool *pool = &cache->pools[device];
@@ -1370,13 +1399,31 @@ void cache_refill_pool(struct ngnfs_cache *cache, uint16_t device)
 	pool->refilling = false;
 	if (ret == 0 && allocated == 0)
 		ret = -ENOSPC;
-	if (ret < 0) {
+	if (ret == -ENOSPC) {
+		if (!pool->full_until_ms)
+			ngnfs_cache_log("device %u is full: new blocks come from the other devices "
+					"while it is\n",
+					device);
+		pool->full_until_ms = cache_now_ms() + CACHE_FULL_RECHECK_MS;
+		pool->error = ret;
+	} else if (ret < 0) {
 		ngnfs_cache_log("ALLOC of %u blocks on device %u failed: %s (%d)\n", batch, device,
 				strerror(-ret), ret);
 		pool->error = ret;
+	} else {
+		pool->full_until_ms = 0;
 	}
-	for (i = 0; i < allocated; i++)
+	for (i = 0; i < allocated; i++) {
+		/* A device hands out its own blocks; anything else is not trusted. */
+		if (ngnfs_blkno_device(blknos[i]) != device) {
+			ngnfs_cache_log("ALLOC on device %u gave block %llu of device %u: "
+					"ignored\n",
+					device, (unsigned long long)blknos[i],
+					ngnfs_blkno_device(blknos[i]));
+			continue;
+		}
 		cache_pool_push(cache, device, blknos[i], versions[i]);
+	}
 	cache_wake_block(cache, device);
 	free(blknos);
 	free(versions);

@@ -266,11 +266,12 @@ int ngnfs_alloc_block(struct ngnfs_txn *txn, uint16_t device, const char *op, ui
 	ret = ngnfs_txn_alloc(txn, device, blkno, version ? version : &ignored, data);
 	if (ret < 0)
 		return ret;
+	/* another device when this one is full (cache.c): any of the filesystem's */
 	if (ngnfs_blkno_index(*blkno) < NGNFS_FIRST_ALLOC_INDEX ||
-	    ngnfs_blkno_device(*blkno) != device)
+	    ngnfs_blkno_device(*blkno) >= ngnfs_txn_device_count(txn))
 		return ngnfs_fail(-EIO,
-				  "%s: device %u handed out block %llu (device %u, index %llu), "
-				  "which is not an allocatable block of that device",
+				  "%s: allocating on device %u gave block %llu (device %u, index "
+				  "%llu), which is not an allocatable block",
 				  op, device, (unsigned long long)*blkno,
 				  ngnfs_blkno_device(*blkno),
 				  (unsigned long long)ngnfs_blkno_index(*blkno));

@@ -281,6 +281,7 @@ int ngnfs_txn_alloc(struct ngnfs_txn *txn, uint16_t device, uint64_t *blkno, uin
 		return -EINVAL;
 	}
 	pthread_mutex_lock(&cache->lock);
+	device = cache_alloc_device(cache, device);
 	pool = &cache->pools[device];
 	if (pool->error && !pool->count) {
 		ret = pool->error;

@@ -526,8 +526,9 @@ static int alloc_block(struct ngnfs_txn *txn, const struct ngnfs_inode *inode, c
 
 	if (ret < 0)
 		return ret;
+	/* another device when this one is full (cache.c): any of the filesystem's */
 	if (ngnfs_blkno_index(*blkno) < NGNFS_FIRST_ALLOC_INDEX ||
-	    ngnfs_blkno_device(*blkno) != device)
+	    ngnfs_blkno_device(*blkno) >= ngnfs_txn_device_count(txn))
 		return ngnfs_fail(
 		    -EIO,
 		    "allocating an xattr %s block for inode %llu on device %u: the "

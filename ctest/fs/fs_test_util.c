@@ -64,9 +64,17 @@ uint64_t test_random(void)
 #ifdef NGNFS_FS_TEST_REAL
 static struct ngnfs_test_cluster *cluster;
 
+static const char *const *blockd_args;
+
+void set_blockd_args(const char *const *args)
+{
+	blockd_args = args;
+}
+
 static const char *const *backend_start(unsigned int devices, const char *name)
 {
-	cluster = ngnfs_test_cluster_start(devices, name);
+	cluster = blockd_args ? ngnfs_test_cluster_start_args(devices, name, blockd_args)
+			      : ngnfs_test_cluster_start(devices, name);
 	CHECK(cluster, "could not start %u blockd processes", devices);
 	return ngnfs_test_cluster_addresses(cluster);
 }

@@ -61,6 +61,8 @@ void start_backend_mkfs(unsigned int devices, const char *name);
 void stop_backend(void);
 /* Start the backend without mkfs (real backend: for the admin tool's test). */
 void start_backend_unformatted(unsigned int devices, const char *name);
+/* Real backend: extra blockd arguments for the next start (NULL-terminated; kept, not copied). */
+void set_blockd_args(const char *const *args);
 /* The device manifest file of the real backend. */
 const char *test_manifest_path(void);
 /* Another mount of the same filesystem (unmount with ngnfs_unmount). */
@@ -115,5 +117,6 @@ void test_two_clients_see_each_other(void);
 void test_concurrent_renames_two_clients(void);
 void test_rename_subtree_race(void);
 void test_tool_commands(void);
+void test_full_device_overflows(void);
 
 #endif

@@ -879,6 +879,7 @@ static const struct test_case tests[] = {
 	{ "concurrent_renames_two_clients", test_concurrent_renames_two_clients },
 	{ "rename_subtree_race", test_rename_subtree_race },
 	{ "tool_commands", test_tool_commands },
+	{ "full_device_overflows", test_full_device_overflows },
 #endif
 	{ NULL, NULL },
 };

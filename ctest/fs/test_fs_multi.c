@@ -627,3 +627,57 @@ void test_tool_commands(void)
 	unlink(output);
 	stop_backend();
 }
+
+/*
+ * full_device_overflows: two devices of DEVICE_BLOCKS blocks each, files
+ * created in the root directory (device 0) until ENOSPC.  When device 0
+ * is full, new inodes come from device 1 instead of failing: ENOSPC only
+ * once both are full, every file made is listed and the namespace checks
+ * clean; an unlink makes room again.
+ */
+void test_full_device_overflows(void)
+{
+	enum { DEVICE_BLOCKS = 800, MOST = 4 * DEVICE_BLOCKS };
+	static const char *const args[] = { "--total-blocks", "800", NULL };
+	struct ngnfs_handle root, handle;
+	struct ngnfs_attr attr;
+	struct listing listing;
+	unsigned int created = 0, on_device_1 = 0, listed;
+	struct ngnfs_fs *fs;
+	char name[32];
+	int ret = 0;
+
+	set_blockd_args(args);
+	fs = start_fs(2, "full-device", NGNFS_MOUNT_STABLE);
+	set_blockd_args(NULL);
+	root = root_of(fs);
+	CHECK(root.ino >> 48 == 0, "expected the root directory on device 0"); /* format-msg.h */
+	while (created < MOST) {
+		snprintf(name, sizeof(name), "f%05u", created);
+		ret = ngnfs_create(fs, &root, name, S_IFREG | 0644, 0, 0, 0, &handle, &attr);
+		if (ret < 0)
+			break;
+		on_device_1 += handle.ino >> 48 == 1;
+		created++;
+	}
+	printf("full_device_overflows: %u files, %u of them on device 1, then %d (%s)\n", created,
+	       on_device_1, ret, strerror(-ret));
+	CHECK(ret == -ENOSPC, "expected ENOSPC once both devices are full, got %d (%s) after %u",
+	      ret, strerror(-ret), created);
+	CHECK(on_device_1 > DEVICE_BLOCKS / 2,
+	      "expected device 1 to take the files once device 0 was full, it has %u of %u",
+	      on_device_1, created);
+	CHECK(created > DEVICE_BLOCKS, "expected more files (%u) than one device has blocks (%u)",
+	      created, DEVICE_BLOCKS);
+	memset(&listing, 0, sizeof(listing));
+	list_all(fs, &root, &listing);
+	listed = (unsigned int)listing.count;
+	listing_free(&listing);
+	CHECK(listed == created, "expected %u entries in the root, listed %u", created, listed);
+	check_fsck_clean(fs);
+
+	EXPECT_RET(ngnfs_unlink(fs, &root, "f00007"), 0);
+	EXPECT_RET(ngnfs_unlink(fs, &root, "f00008"), 0);
+	EXPECT_RET(ngnfs_create(fs, &root, "after-unlink", S_IFREG | 0644, 0, 0, 0, NULL, NULL), 0);
+	stop_fs(fs);
+}
