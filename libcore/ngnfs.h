@@ -264,8 +264,9 @@ int ngnfs_statfs(struct ngnfs_fs *fs, struct ngnfs_statfs *statfs);
 
 /*
  * One device's figures, as its blockd counts them.  Files live on their
- * directory's device, so one device can fill while the others have room:
- * this is where an operator sees it.
+ * directory's device, so devices fill unevenly (a full one has its new
+ * blocks taken from the others, at the price of cross-device sets): this
+ * is where an operator sees it.
  */
 struct ngnfs_statfs_device {
 	uint64_t total_blocks;

@@ -216,7 +216,7 @@ static void print_time(const char *label, const struct timespec *ts)
 	printf("%-12s %s.%09ld UTC\n", label, text, ts->tv_nsec);
 }
 
-/* One line per device: a device that fills up fills alone (files stay on their directory's). */
+/* One line per device: files stay on their directory's device, so devices fill unevenly. */
 static int print_devices(struct ngnfs_fs *fs, const struct ngnfs_manifest *manifest)
 {
 	struct ngnfs_statfs_device device_statfs;
