@@ -948,23 +948,27 @@ int nfs42_lookup(struct nfs42_client *client, const char *path, struct nfs42_fh 
 	return 0;
 }
 
-int nfs42_xattr_supported(struct nfs42_client *client, const struct nfs42_fh *fh, bool *supported)
+/*
+ * GETATTR of the attributes in bitmap[0..count): the bitmap the server
+ * answered (words, zero past what it sent) and its values, in attribute
+ * order, in *values (pointing into the reply).
+ */
+static int getattr_call(struct nfs42_client *client, const struct nfs42_fh *fh,
+			const uint32_t *bitmap, uint32_t count, uint32_t words[8],
+			struct xdr_in *values)
 {
 	struct xdr_out out = { 0 };
 	struct xdr_in in;
-	struct xdr_in values;
-	uint32_t results, word_count, words[8] = { 0 }, value, i;
+	uint32_t results, word_count, i;
 	const uint8_t *bytes;
 	uint32_t length;
 	int ret;
 
-	set_context(client, "GETATTR xattr_support of %s", fh->path);
 	begin_sequenced(client, &out, 1, fh);
 	put_u32(&out, OP_GETATTR);
-	put_u32(&out, 3);
-	put_u32(&out, 0);
-	put_u32(&out, 0);
-	put_u32(&out, 1u << (FATTR4_XATTR_SUPPORT - 64));
+	put_u32(&out, count);
+	for (i = 0; i < count; i++)
+		put_u32(&out, bitmap[i]);
 	ret = call_sequenced(client, &out, fh, &in, &results);
 	free(out.data);
 	if (ret == 0)
@@ -973,15 +977,30 @@ int nfs42_xattr_supported(struct nfs42_client *client, const struct nfs42_fh *fh
 		return ret;
 	if (get_u32(&in, &word_count) < 0 || word_count > 8)
 		return fail_local(client, -EBADMSG, "GETATTR bitmap truncated or too long");
+	memset(words, 0, 8 * sizeof(words[0]));
 	for (i = 0; i < word_count; i++)
 		if (get_u32(&in, &words[i]) < 0)
 			return fail_local(client, -EBADMSG, "GETATTR bitmap truncated");
 	if (get_opaque_ref(&in, client->max_response, &bytes, &length) < 0)
 		return fail_local(client, -EBADMSG, "GETATTR values truncated");
+	*values = (struct xdr_in){ .data = bytes, .length = length };
+	return 0;
+}
+
+int nfs42_xattr_supported(struct nfs42_client *client, const struct nfs42_fh *fh, bool *supported)
+{
+	const uint32_t bitmap[3] = { 0, 0, 1u << (FATTR4_XATTR_SUPPORT - 64) };
+	struct xdr_in values;
+	uint32_t words[8], value;
+	int ret;
+
+	set_context(client, "GETATTR xattr_support of %s", fh->path);
+	ret = getattr_call(client, fh, bitmap, 3, words, &values);
+	if (ret < 0)
+		return ret;
 	*supported = false;
 	/* We asked for one attribute only, so it is the only value present. */
-	if (words[2] & (1u << (FATTR4_XATTR_SUPPORT - 64))) {
-		values = (struct xdr_in){ .data = bytes, .length = length };
+	if (words[2] & bitmap[2]) {
 		if (get_u32(&values, &value) < 0)
 			return fail_local(client, -EBADMSG, "xattr_support value truncated");
 		*supported = value != 0;
@@ -994,37 +1013,18 @@ int nfs42_get_limits(struct nfs42_client *client, const struct nfs42_fh *fh,
 {
 	const uint32_t wanted =
 	    (1u << FATTR4_MAXFILESIZE) | (1u << FATTR4_MAXLINK) | (1u << FATTR4_MAXNAME);
-	struct xdr_out out = { 0 };
-	struct xdr_in in;
 	struct xdr_in values;
-	uint32_t results, word_count, words[8] = { 0 }, i;
-	const uint8_t *bytes;
-	uint32_t length;
+	uint32_t words[8];
 	int ret;
 
 	set_context(client, "GETATTR maxfilesize, maxlink, maxname of %s", fh->path);
-	begin_sequenced(client, &out, 1, fh);
-	put_u32(&out, OP_GETATTR);
-	put_u32(&out, 1);
-	put_u32(&out, wanted);
-	ret = call_sequenced(client, &out, fh, &in, &results);
-	free(out.data);
-	if (ret == 0)
-		ret = next_result(client, &in, &results, OP_GETATTR, "GETATTR");
+	ret = getattr_call(client, fh, &wanted, 1, words, &values);
 	if (ret < 0)
 		return ret;
-	if (get_u32(&in, &word_count) < 0 || word_count > 8)
-		return fail_local(client, -EBADMSG, "GETATTR bitmap truncated or too long");
-	for (i = 0; i < word_count; i++)
-		if (get_u32(&in, &words[i]) < 0)
-			return fail_local(client, -EBADMSG, "GETATTR bitmap truncated");
-	if (get_opaque_ref(&in, client->max_response, &bytes, &length) < 0)
-		return fail_local(client, -EBADMSG, "GETATTR values truncated");
 	if ((words[0] & wanted) != wanted)
 		return fail_local(client, -EBADMSG, "GETATTR answered bitmap %#x, asked for %#x",
 				  words[0], wanted);
 	/* Values come in attribute order: 27 (uint64), 28, 29 (uint32). */
-	values = (struct xdr_in){ .data = bytes, .length = length };
 	if (get_u64(&values, &limits->max_file_size) < 0 ||
 	    get_u32(&values, &limits->max_link) < 0 || get_u32(&values, &limits->max_name) < 0)
 		return fail_local(client, -EBADMSG, "GETATTR limit values truncated");
