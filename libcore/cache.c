@@ -1357,21 +1357,25 @@ int cache_unreachable_error(struct ngnfs_cache *cache, uint16_t device, int erro
 
 uint16_t cache_alloc_device(struct ngnfs_cache *cache, uint16_t device)
 {
-	uint64_t now = cache_now_ms();
+	uint64_t now = 0;
 	uint16_t i;
 
 	for (i = 0; i < cache->device_count; i++) {
 		uint16_t candidate = (uint16_t)((device + i) % cache->device_count);
 		struct alloc_pool *pool = &cache->pools[candidate];
 
-		if (pool->full_until_ms && pool->full_until_ms <= now) {
+		/* The common case, on every allocation: no clock read. */
+		if (pool->count || !pool->full_until_ms)
+			return candidate;
+		if (!now)
+			now = cache_now_ms();
+		if (pool->full_until_ms <= now) {
 			/* Time to ask again: frees may have made room. */
 			pool->full_until_ms = 0;
 			if (pool->error == -ENOSPC)
 				pool->error = 0;
-		}
-		if (pool->count || !pool->full_until_ms)
 			return candidate;
+		}
 	}
 	return device; /* every device is full: its ENOSPC is the answer */
 }
