@@ -168,7 +168,7 @@ struct pending {
 };
 
 void pending_start(struct pending *pending, struct session *session, uint64_t request_id,
-		   enum ngnfs_msg_type request_type, void (*done)(struct commit_op *, int));
+		   enum ngnfs_msg_type request_type, void (*done)(struct commit_op *));
 void pending_finish(struct pending *pending);
 
 /* request.c */

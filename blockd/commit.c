@@ -110,7 +110,7 @@ static void complete_done(struct committer *committer)
 			struct commit_op *next_op = op->next;
 
 			committer->pending--;
-			op->done(op, 0); /* durable: a failed batch ended the process */
+			op->done(op);
 			op = next_op;
 		}
 		rocksdb_writebatch_destroy(batch->batch);

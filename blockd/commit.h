@@ -41,10 +41,10 @@
 struct commit_op {
 	struct commit_op *next;
 	/*
-	 * Called on the event loop once the batch is durable; status is 0
-	 * (a batch that fails ends the process instead, see above).
+	 * Called on the event loop once the batch is durable (a batch that
+	 * fails ends the process instead, see above).
 	 */
-	void (*done)(struct commit_op *op, int status);
+	void (*done)(struct commit_op *op);
 };
 
 struct commit_batch;

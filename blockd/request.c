@@ -31,7 +31,7 @@ const char *session_name(struct session *session)
 }
 
 void pending_start(struct pending *pending, struct session *session, uint64_t request_id,
-		   enum ngnfs_msg_type request_type, void (*done)(struct commit_op *, int))
+		   enum ngnfs_msg_type request_type, void (*done)(struct commit_op *))
 {
 	pending->op.done = done;
 	pending->session = session;
@@ -248,27 +248,21 @@ struct format_pending {
 	uint32_t device_count;
 };
 
-static void format_done(struct commit_op *op, int status)
+static void format_done(struct commit_op *op)
 {
 	struct format_pending *format = (struct format_pending *)op;
 	struct blockd *server = format->pending.session->server;
 	struct blockd_store *store = &server->store;
 
 	server->formatting = false;
-	if (status == 0) {
-		memcpy(store->fs_id, format->fs_id, NGNFS_FS_ID_SIZE);
-		store->device_index = format->device_index;
-		store->device_count = format->device_count;
-		store->formatted = true;
-		blockd_log_set_device(store->device_index);
-		log_info("formatted as device %u of %u by %s", store->device_index,
-			 store->device_count, format->pending.session->name);
-	} else {
-		log_error("FORMAT by %s failed to persist: %s", format->pending.session->name,
-			  strerror(-status));
-	}
-	reply_refused(format->pending.session, NGNFS_MSG_FORMAT, format->pending.request_id,
-		      status);
+	memcpy(store->fs_id, format->fs_id, NGNFS_FS_ID_SIZE);
+	store->device_index = format->device_index;
+	store->device_count = format->device_count;
+	store->formatted = true;
+	blockd_log_set_device(store->device_index);
+	log_info("formatted as device %u of %u by %s", store->device_index, store->device_count,
+		 format->pending.session->name);
+	reply_refused(format->pending.session, NGNFS_MSG_FORMAT, format->pending.request_id, 0);
 	pending_finish(&format->pending);
 	free(format);
 }
@@ -390,7 +384,7 @@ struct write_pending {
 	uint64_t *versions;
 };
 
-static void write_done(struct commit_op *op, int status)
+static void write_done(struct commit_op *op)
 {
 	struct write_pending *write = (struct write_pending *)op;
 	struct session *session = write->pending.session;
@@ -406,17 +400,14 @@ static void write_done(struct commit_op *op, int status)
 			grant_examine(server, block);
 		}
 	}
-	if (status)
-		log_error("WRITE of %u blocks from %s failed to persist: %s", write->count,
-			  session->name, strerror(-status));
 	if (!session->gone) {
 		ngnfs_buffer_init(&buffer);
 		ngnfs_encode_versions_reply(&buffer, NGNFS_MSG_WRITE_REPLY,
-					    write->pending.request_id, status, 0, write->blknos,
-					    write->versions, status ? 0 : write->count);
+					    write->pending.request_id, 0, 0, write->blknos,
+					    write->versions, write->count);
 		session_send(session, &buffer);
 		ngnfs_buffer_free(&buffer);
-		if (status == 0 && write->release) {
+		if (write->release) {
 			for (uint32_t i = 0; i < write->count; i++)
 				grant_release(server, session, write->blknos[i],
 					      write->release_access);
@@ -570,7 +561,7 @@ struct cmpxchg_pending {
 	uint64_t version;
 };
 
-static void cmpxchg_done(struct commit_op *op, int status)
+static void cmpxchg_done(struct commit_op *op)
 {
 	struct cmpxchg_pending *cmpxchg = (struct cmpxchg_pending *)op;
 	struct session *session = cmpxchg->pending.session;
@@ -580,15 +571,11 @@ static void cmpxchg_done(struct commit_op *op, int status)
 
 	if (block) {
 		block->pending_writes--;
-		if (status == 0)
-			grant_revoke_readers(server, block, session);
+		grant_revoke_readers(server, block, session);
 		grant_examine(server, block); /* also frees the state when unused */
 	}
-	if (status)
-		log_error("CMPXCHG of block %llu from %s failed to persist: %s",
-			  (unsigned long long)cmpxchg->blkno, session->name, strerror(-status));
 	ngnfs_buffer_init(&buffer);
-	ngnfs_encode_cmpxchg_reply(&buffer, cmpxchg->pending.request_id, status, cmpxchg->blkno,
+	ngnfs_encode_cmpxchg_reply(&buffer, cmpxchg->pending.request_id, 0, cmpxchg->blkno,
 				   cmpxchg->version);
 	if (!session->gone)
 		session_send(session, &buffer);

@@ -398,27 +398,19 @@ static void reply_set(struct resolve_pending *resolve, int status)
 	ngnfs_buffer_free(&buffer);
 }
 
-static void resolve_done(struct commit_op *op, int status)
+static void resolve_done(struct commit_op *op)
 {
 	struct resolve_pending *resolve = (struct resolve_pending *)op;
 	struct blockd *server = resolve->server;
 	struct staged_set *set = resolve->set;
 
-	if (status) {
-		log_error("set %016llx: %s batch failed to persist: %s",
-			  (unsigned long long)resolve->set_id, resolve->applying ? "apply" : "drop",
-			  strerror(-status));
-		if (resolve->record)
-			u64map_remove(&server->outcomes, resolve->set_id);
-		if (set)
-			set->state = SET_STAGED;
-	} else if (set) {
+	if (set) {
 		log_info("set %016llx %s on this device (%u blocks)",
 			 (unsigned long long)resolve->set_id,
 			 resolve->applying ? "applied" : "dropped", set->block_count);
 		set_forget(server, set);
 	}
-	reply_set(resolve, status);
+	reply_set(resolve, 0);
 	pending_finish(&resolve->pending);
 	free(resolve->entries);
 	free(resolve);
@@ -501,7 +493,7 @@ struct stage_pending {
 	uint8_t release_access;
 };
 
-static void stage_done(struct commit_op *op, int status)
+static void stage_done(struct commit_op *op)
 {
 	struct stage_pending *stage = (struct stage_pending *)op;
 	struct session *session = stage->pending.session;
@@ -510,32 +502,22 @@ static void stage_done(struct commit_op *op, int status)
 	struct ngnfs_buffer buffer;
 
 	set->pending_stages--;
-	if (status == 0) {
-		set->durable = true;
-	} else {
-		log_error("STAGE of set %016llx from %s failed to persist: %s",
-			  (unsigned long long)set->set_id, session->name, strerror(-status));
-		/* Unpin what this stage pinned; the blocks were never durable. */
-		for (uint32_t i = 0; i < stage->pinned; i++)
-			set_unpin_block(server, set, stage->blknos[i]);
-	}
+	set->durable = true;
 	if (!session->gone) {
 		ngnfs_buffer_init(&buffer);
-		ngnfs_encode_versions_reply(
-		    &buffer, NGNFS_MSG_WRITE_REPLY, stage->pending.request_id, status, set->set_id,
-		    stage->blknos, stage->versions, status ? 0 : stage->count);
+		ngnfs_encode_versions_reply(&buffer, NGNFS_MSG_WRITE_REPLY,
+					    stage->pending.request_id, 0, set->set_id,
+					    stage->blknos, stage->versions, stage->count);
 		session_send(session, &buffer);
 		ngnfs_buffer_free(&buffer);
 		/* The blocks stay pinned to the set; only the session's grants go. */
-		if (status == 0 && stage->release) {
+		if (stage->release) {
 			for (uint32_t i = 0; i < stage->count; i++)
 				grant_release(server, session, stage->blknos[i],
 					      stage->release_access);
 		}
 	}
-	if (!set->durable && set->pending_stages == 0)
-		set_forget(server, set);
-	else if (set->session == NULL && set->pending_stages == 0 && !is_primary(server, set))
+	if (set->session == NULL && set->pending_stages == 0 && !is_primary(server, set))
 		ask_primary(server, set);
 	pending_finish(&stage->pending);
 	free(stage->blknos);
