@@ -141,6 +141,7 @@ struct blockd {
 	struct event *tick;
 	struct event *grace_end;
 	struct session sessions; /* list head */
+	uint32_t session_count;	 /* on the list: open connections */
 	uint64_t next_session_id;
 	struct u64map blocks;	/* blkno -> struct block_state */
 	struct u64map sets;	/* set id -> struct staged_set */

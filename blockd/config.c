@@ -66,6 +66,8 @@ static const struct setting settings[] = {
 	  "device capacity in blocks, fixed when the store is created (default 2^32)" },
 	{ "resolve_timeout_ms", SETTING_U32, FIELD(resolve_timeout_ms), 100, 86400000,
 	  "age after which a staged set is resolved or aborted, ms (default 10000)" },
+	{ "max_sessions", SETTING_U32, FIELD(max_sessions), 1, 1000000,
+	  "most connections open at once; more are closed at accept (default 512)" },
 };
 
 #define SETTING_COUNT (sizeof(settings) / sizeof(settings[0]))
@@ -240,6 +242,7 @@ int blockd_config_parse(struct blockd_config *config, int argc, char **argv)
 	config->commit_max_batch = 1024;
 	config->total_blocks = 1ULL << 32;
 	config->resolve_timeout_ms = 10000;
+	config->max_sessions = 512;
 
 	for (size_t i = 0; i < SETTING_COUNT; i++) {
 		snprintf(names[i], sizeof(names[i]), "%s", settings[i].name);

@@ -31,6 +31,7 @@ struct blockd_config {
 	uint32_t fail_commit_at;  /* tests only */
 	uint64_t total_blocks;
 	uint32_t resolve_timeout_ms;
+	uint32_t max_sessions;
 };
 
 /*

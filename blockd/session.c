@@ -19,8 +19,14 @@
  * hands its staged sets to recovery (sets.c).  The struct itself lives
  * on while requests in the commit queue still reference it.
  *
+ * At most max_sessions connections are open at once; one more is closed
+ * at accept with a log line.  Gateways hold one session per device and
+ * peers one per question, so the limit only bites on a flood, and it
+ * keeps file descriptors for RocksDB, whose failed write stops blockd.
+ *
  * XXX:
- *  - No idle timeout and no limit on the number of sessions.
+ *  - No idle timeout: a connection that never says HELLO holds its slot
+ *    until the peer closes it.
  */
 
 #include <errno.h>
@@ -68,6 +74,7 @@ static void session_end(struct session *session, const char *reason)
 	log_info("%s ended: %s", session->name, reason);
 	session->prev->next = session->next;
 	session->next->prev = session->prev;
+	server->session_count--;
 	grant_session_gone(server, session);
 	alloc_session_gone(server, session);
 	sets_session_gone(server, session);
@@ -194,8 +201,15 @@ static void event_callback(struct bufferevent *bev, short what, void *arg)
 
 void session_accept(struct blockd *server, evutil_socket_t fd, const char *peer)
 {
-	struct session *session = calloc(1, sizeof(*session));
+	struct session *session;
 
+	if (server->session_count >= server->config.max_sessions) {
+		log_warn("refusing the connection from %s: %u sessions are open (max_sessions)",
+			 peer, server->session_count);
+		evutil_closesocket(fd);
+		return;
+	}
+	session = calloc(1, sizeof(*session));
 	if (!session) {
 		log_error("cannot accept connection from %s: out of memory", peer);
 		evutil_closesocket(fd);
@@ -234,6 +248,7 @@ void session_accept(struct blockd *server, evutil_socket_t fd, const char *peer)
 	session->prev = &server->sessions;
 	server->sessions.next->prev = session;
 	server->sessions.next = session;
+	server->session_count++;
 	log_debug("%s connected", session->name);
 	bufferevent_setcb(session->bev, read_callback, NULL, event_callback, session);
 	bufferevent_enable(session->bev, EV_READ | EV_WRITE);

@@ -1736,6 +1736,49 @@ static void case_store_failure_stops(void)
 	stop(cluster);
 }
 
+/*
+ * max_sessions: with 2 sessions open, a third connection is closed at once
+ * (its HELLO gets no answer) and logged; once one of the two ends, a new
+ * connection is served again.
+ */
+static void case_max_sessions(void)
+{
+	struct ngnfs_test_cluster *cluster =
+	    start(1, (const char *[]){ "--max-sessions", "2", NULL });
+	struct tc first, second, third;
+	uint64_t deadline;
+	int ret;
+
+	format_all(cluster);
+	open_session(&first, cluster, 0, 0);
+	open_session(&second, cluster, 0, 0);
+	ret = tc_connect(&third, ngnfs_test_cluster_address(cluster, 0));
+	if (ret == 0) {
+		ret = tc_hello(&third, fs_id, 0, NULL);
+		tc_close(&third);
+	}
+	if (ret == 0)
+		fail("a third session was served with --max-sessions 2");
+	if (!log_contains(cluster, 0, "refusing the connection from") ||
+	    !log_contains(cluster, 0, "2 sessions are open (max_sessions)"))
+		fail("expected the log to say why the third connection was closed");
+	tc_close(&first);
+	/* blockd sees the close when it reads it: retry briefly */
+	deadline = now_ms() + 5000;
+	do {
+		ret = tc_connect(&third, ngnfs_test_cluster_address(cluster, 0));
+		if (ret == 0) {
+			ret = tc_hello(&third, fs_id, 0, NULL);
+			if (ret)
+				tc_close(&third);
+		}
+	} while (ret && now_ms() < deadline);
+	EXPECT_STATUS(ret, 0);
+	tc_close(&third);
+	tc_close(&second);
+	stop(cluster);
+}
+
 static void case_grace(void)
 {
 	struct ngnfs_test_cluster *cluster =
@@ -1770,6 +1813,7 @@ static const struct {
 } cases[] = {
 	{ "bad_flags", case_bad_flags },
 	{ "store_failure_stops", case_store_failure_stops },
+	{ "max_sessions", case_max_sessions },
 	{ "bad_config", case_bad_config },
 	{ "config_file_serves", case_config_file_serves },
 	{ "foreign_folder", case_foreign_folder },
