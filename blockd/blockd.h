@@ -195,6 +195,8 @@ void session_send(struct session *session, struct ngnfs_buffer *buffer);
 void session_resume(struct session *session);
 void session_close_all(struct blockd *server);
 void session_accept(struct blockd *server, evutil_socket_t fd, const char *peer);
+/* The session's first HELLO was accepted: it may now stay idle. */
+void session_hello_received(struct session *session);
 /* Validate a block number for this device: 0, -EXDEV or -ERANGE. */
 int blockd_check_blkno(struct blockd *server, uint64_t blkno);
 

@@ -68,6 +68,8 @@ static const struct setting settings[] = {
 	  "age after which a staged set is resolved or aborted, ms (default 10000)" },
 	{ "max_sessions", SETTING_U32, FIELD(max_sessions), 1, 1000000,
 	  "most connections open at once; more are closed at accept (default 512)" },
+	{ "hello_timeout_ms", SETTING_U32, FIELD(hello_timeout_ms), 100, 3600000,
+	  "a connection silent this long before its HELLO is closed, ms (default 10000)" },
 };
 
 #define SETTING_COUNT (sizeof(settings) / sizeof(settings[0]))
@@ -243,6 +245,7 @@ int blockd_config_parse(struct blockd_config *config, int argc, char **argv)
 	config->total_blocks = 1ULL << 32;
 	config->resolve_timeout_ms = 10000;
 	config->max_sessions = 512;
+	config->hello_timeout_ms = 10000;
 
 	for (size_t i = 0; i < SETTING_COUNT; i++) {
 		snprintf(names[i], sizeof(names[i]), "%s", settings[i].name);

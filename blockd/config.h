@@ -32,6 +32,7 @@ struct blockd_config {
 	uint64_t total_blocks;
 	uint32_t resolve_timeout_ms;
 	uint32_t max_sessions;
+	uint32_t hello_timeout_ms;
 };
 
 /*

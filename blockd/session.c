@@ -24,9 +24,13 @@
  * peers one per question, so the limit only bites on a flood, and it
  * keeps file descriptors for RocksDB, whose failed write stops blockd.
  *
+ * A connection silent for hello_timeout_ms before its HELLO is closed (a
+ * read timeout on its bufferevent, lifted by the HELLO), so that
+ * connections which never speak cannot keep those slots.
+ *
  * XXX:
- *  - No idle timeout: a connection that never says HELLO holds its slot
- *    until the peer closes it.
+ *  - No idle timeout after HELLO: a gateway's session may rightly be
+ *    quiet for hours.
  */
 
 #include <errno.h>
@@ -193,7 +197,9 @@ static void event_callback(struct bufferevent *bev, short what, void *arg)
 	struct session *session = arg;
 
 	(void)bev;
-	if (what & BEV_EVENT_EOF)
+	if (what & BEV_EVENT_TIMEOUT)
+		session_end(session, "no HELLO within hello_timeout_ms");
+	else if (what & BEV_EVENT_EOF)
 		session_end(session, "connection closed by peer");
 	else if (what & BEV_EVENT_ERROR)
 		session_end(session, evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
@@ -251,7 +257,20 @@ void session_accept(struct blockd *server, evutil_socket_t fd, const char *peer)
 	server->session_count++;
 	log_debug("%s connected", session->name);
 	bufferevent_setcb(session->bev, read_callback, NULL, event_callback, session);
+	{
+		struct timeval hello_timeout = {
+			.tv_sec = server->config.hello_timeout_ms / 1000,
+			.tv_usec = (server->config.hello_timeout_ms % 1000) * 1000,
+		};
+
+		bufferevent_set_timeouts(session->bev, &hello_timeout, NULL);
+	}
 	bufferevent_enable(session->bev, EV_READ | EV_WRITE);
+}
+
+void session_hello_received(struct session *session)
+{
+	bufferevent_set_timeouts(session->bev, NULL, NULL);
 }
 
 void session_close_all(struct blockd *server)

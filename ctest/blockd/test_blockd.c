@@ -1779,6 +1779,46 @@ static void case_max_sessions(void)
 	stop(cluster);
 }
 
+/*
+ * hello_timeout: a connection that says nothing is closed after
+ * --hello-timeout-ms, with a log line; a session that said HELLO may be
+ * idle for longer and is still served.
+ */
+static void case_hello_timeout(void)
+{
+	struct ngnfs_test_cluster *cluster =
+	    start(1, (const char *[]){ "--hello-timeout-ms", "300", NULL });
+	uint64_t version, started;
+	struct tc silent, talker;
+	bool has_data;
+	char byte;
+	ssize_t got;
+
+	format_all(cluster);
+	open_session(&talker, cluster, 0, 0);
+	EXPECT_STATUS(tc_connect(&silent, ngnfs_test_cluster_address(cluster, 0)), 0);
+	{
+		struct timeval bound = { .tv_sec =
+					     5 }; /* a blockd that never closes: fail, not hang */
+
+		setsockopt(silent.fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof(bound));
+	}
+	started = now_ms();
+	got = recv(silent.fd, &byte, 1, 0); /* until blockd closes it */
+	if (got != 0)
+		fail("expected blockd to close a silent connection, recv returned %zd", got);
+	if (now_ms() - started < 250 || now_ms() - started > 5000)
+		fail("expected the silent connection closed after about 300 ms, it took %llu ms",
+		     (unsigned long long)(now_ms() - started));
+	tc_close(&silent);
+	if (!log_contains(cluster, 0, "ended: no HELLO within hello_timeout_ms"))
+		fail("expected the log to say why the silent connection was closed");
+	usleep(600 * 1000); /* idle past the timeout after HELLO */
+	EXPECT_STATUS(tc_get(&talker, 9, NGNFS_ACCESS_READ, 0, &version, &has_data, NULL), 0);
+	tc_close(&talker);
+	stop(cluster);
+}
+
 static void case_grace(void)
 {
 	struct ngnfs_test_cluster *cluster =
@@ -1814,6 +1854,7 @@ static const struct {
 	{ "bad_flags", case_bad_flags },
 	{ "store_failure_stops", case_store_failure_stops },
 	{ "max_sessions", case_max_sessions },
+	{ "hello_timeout", case_hello_timeout },
 	{ "bad_config", case_bad_config },
 	{ "config_file_serves", case_config_file_serves },
 	{ "foreign_folder", case_foreign_folder },
