@@ -218,14 +218,14 @@ static void handle_hello(struct session *session, const struct ngnfs_msg *msg)
 	}
 	session->client_id = msg->hello.client_id;
 	session->flags = msg->hello.flags;
-	if (!session->hello_done)
+	if (!session->hello_done) {
 		log_info("%s started (client %016llx%s%s%s)", session->name,
 			 (unsigned long long)session->client_id,
 			 session->flags & NGNFS_HELLO_FORMAT ? ", format" : "",
 			 session->flags & NGNFS_HELLO_RECLAIM ? ", reclaim" : "",
 			 session->flags & NGNFS_HELLO_PEER ? ", peer" : "");
-	if (!session->hello_done)
 		session_hello_received(session);
+	}
 	session->hello_done = true;
 	if (server->in_grace) {
 		uint64_t elapsed = blockd_now_ms() - server->start_ms;
