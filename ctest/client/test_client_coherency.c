@@ -299,6 +299,7 @@ static int incrementer(void *arg)
 	struct client_test_fs *fs = arg;
 	struct ngnfs_client_ops ops = { .revoke = on_revoke };
 	unsigned int pid = (unsigned int)getpid();
+	uint64_t revokes, writebacks;
 
 	for (int c = 0; c < COUNTERS; c++)
 		state.blocks[c].blkno = counter_blkno(c);
@@ -342,9 +343,13 @@ static int incrementer(void *arg)
 			pthread_mutex_unlock(&state.lock);
 		}
 	}
+	/* Other processes still revoke: the I/O thread counts under the lock. */
+	pthread_mutex_lock(&state.lock);
+	revokes = state.revokes;
+	writebacks = state.writebacks;
+	pthread_mutex_unlock(&state.lock);
 	printf("process %u: %d increments, %llu revokes, %llu write-backs on revoke\n", pid,
-	       ROUNDS * COUNTERS, (unsigned long long)state.revokes,
-	       (unsigned long long)state.writebacks);
+	       ROUNDS * COUNTERS, (unsigned long long)revokes, (unsigned long long)writebacks);
 	fflush(stdout);
 	ngnfs_client_destroy(state.client);
 	return 0;
