@@ -1760,6 +1760,30 @@ static void test_unstable_commit_kill9(void **state)
 
 /* ---- outage group ----------------------------------------------------- */
 
+/*
+ * A create retried (every 200 ms, for 30 s at most) while a restarted
+ * device comes back; the test fails if it never works.
+ */
+static struct nfsfh *create_once_back(struct nfs_context *nfs, const char *path)
+{
+	uint64_t started = now_ms();
+	struct nfsfh *fh = NULL;
+	int ret;
+
+	for (;;) {
+		ret = nfs_create(nfs, path, O_RDWR, 0644, &fh);
+		if (ret == 0 || now_ms() - started > 30000)
+			break;
+		sleep_ms(200);
+	}
+	check(ret == 0,
+	      "expected creating %s to work within 30 s of the device's return, got %d: %s", path,
+	      ret, nfs_get_error(nfs));
+	print_message("device back: creating %s works after %" PRIu64 " ms\n", path,
+		      now_ms() - started);
+	return fh;
+}
+
 /* An UNSTABLE WRITE, retried while restarted devices come back (bounded). */
 static void write_unstable(struct nfs42_client *client, const struct nfs42_fh *fh,
 			   const uint8_t *data, size_t length, struct nfs42_write_result *written)
@@ -2029,19 +2053,7 @@ static void test_blockd_outage(void **state)
 
 	check(ngnfs_test_cluster_restart(cluster, 0) == 0, "expected device 0 to restart");
 	/* and work again once it is back (bounded) */
-	started = now_ms();
-	for (;;) {
-		ret = nfs_create(nfs, "/after", O_RDWR, 0644, &fh);
-		if (ret == 0 || now_ms() - started > 30000)
-			break;
-		sleep_ms(200);
-	}
-	check(ret == 0,
-	      "expected creates to work again within 30 s of device 0's return, got %d "
-	      "(%s)",
-	      ret, strerror(-ret));
-	print_message("device 0 back: create works again after %" PRIu64 " ms\n",
-		      now_ms() - started);
+	fh = create_once_back(nfs, "/after");
 	write_all(nfs, fh, 0, (const uint8_t *)"after", 5);
 	check_nfs(nfs, nfs_close(nfs, fh));
 	check_file(nfs, "/before", (const uint8_t *)"before", 6);
@@ -2489,16 +2501,7 @@ static void test_nfs3_device_restart_is_jukebox(void **state)
 	      "expected NFS3ERR_JUKEBOX with device 0 just killed, got %d: %s", ret,
 	      ret ? nfs_get_error(nfs) : "success");
 	check(ngnfs_test_cluster_restart(cluster, 0) == 0, "expected device 0 to restart");
-	started = now_ms();
-	for (;;) {
-		ret = nfs_create(nfs, "/v3-during-restart", O_RDWR, 0644, &fh);
-		if (ret == 0 || now_ms() - started > 30000)
-			break;
-		sleep_ms(200);
-	}
-	check(ret == 0,
-	      "expected the v3 create to work within 30 s of device 0's return, got %d: %s", ret,
-	      nfs_get_error(nfs));
+	fh = create_once_back(nfs, "/v3-during-restart");
 	write_all(nfs, fh, 0, (const uint8_t *)"after", 5);
 	check_nfs(nfs, nfs_close(nfs, fh));
 	check_file(nfs, "/v3-before-restart", (const uint8_t *)"before", 6);
