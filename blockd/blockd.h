@@ -62,7 +62,26 @@ struct session {
 struct grant_holder {
 	struct session *session;
 	uint8_t access;
-	uint8_t revoked_to; /* lowest access a REVOKE asked for, or 0xff */
+	uint8_t revoked_to;  /* lowest access a REVOKE asked for, or 0xff */
+	uint64_t revoked_ms; /* monotonic, when the first unanswered REVOKE went */
+};
+
+/*
+ * A REVOKE sent to a holder that had none outstanding, for the revoke
+ * timeout (grant.c).  Holds a session reference.
+ */
+struct revoke_record {
+	struct session *session;
+	uint64_t blkno;
+	uint64_t sent_ms;
+};
+
+/* Revoke records in the order they were sent: a ring. */
+struct revoke_queue {
+	struct revoke_record *records;
+	size_t head;
+	size_t count;
+	size_t capacity;
 };
 
 /* One queued GET entry. */
@@ -146,6 +165,7 @@ struct blockd {
 	struct u64map blocks;	/* blkno -> struct block_state */
 	struct u64map sets;	/* set id -> struct staged_set */
 	struct u64map outcomes; /* set id -> (void *)(uintptr_t)outcome */
+	struct revoke_queue revokes;
 	uint64_t server_instance;
 	uint64_t start_ms;
 	bool in_grace;
@@ -194,6 +214,10 @@ void session_put(struct session *session);
 void session_send(struct session *session, struct ngnfs_buffer *buffer);
 void session_resume(struct session *session);
 void session_close_all(struct blockd *server);
+/* Close a session now, for reason (logged); its grants go to the waiters. */
+void session_close(struct session *session, const char *reason);
+/* The session has bytes read from its socket or waiting in it, not yet processed. */
+bool session_has_unread_input(struct session *session);
 void session_accept(struct blockd *server, evutil_socket_t fd, const char *peer);
 /* The session's first HELLO was accepted: it may now stay idle. */
 void session_hello_received(struct session *session);
@@ -215,6 +239,10 @@ void grant_session_gone(struct blockd *server, struct session *session);
 /* Ask every reader other than session to drop a block (after CMPXCHG). */
 void grant_revoke_readers(struct blockd *server, struct block_state *block,
 			  struct session *session);
+/* From the tick: close the sessions that left a REVOKE unanswered too long. */
+void grant_tick(struct blockd *server);
+/* At shutdown: drop the revoke records and their session references. */
+void grant_free_revokes(struct blockd *server);
 
 /* alloc.c */
 int alloc_init(struct blockd *server);

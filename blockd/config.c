@@ -70,6 +70,8 @@ static const struct setting settings[] = {
 	  "most connections open at once; more are closed at accept (default 512)" },
 	{ "hello_timeout_ms", SETTING_U32, FIELD(hello_timeout_ms), 100, 3600000,
 	  "a connection silent this long before its HELLO is closed, ms (default 10000)" },
+	{ "revoke_timeout_ms", SETTING_U32, FIELD(revoke_timeout_ms), 1000, 86400000,
+	  "a session that leaves a REVOKE unanswered this long is closed, ms (default 60000)" },
 };
 
 #define SETTING_COUNT (sizeof(settings) / sizeof(settings[0]))
@@ -246,6 +248,7 @@ int blockd_config_parse(struct blockd_config *config, int argc, char **argv)
 	config->resolve_timeout_ms = 10000;
 	config->max_sessions = 512;
 	config->hello_timeout_ms = 10000;
+	config->revoke_timeout_ms = 60000;
 
 	for (size_t i = 0; i < SETTING_COUNT; i++) {
 		snprintf(names[i], sizeof(names[i]), "%s", settings[i].name);

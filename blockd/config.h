@@ -33,6 +33,7 @@ struct blockd_config {
 	uint32_t resolve_timeout_ms;
 	uint32_t max_sessions;
 	uint32_t hello_timeout_ms;
+	uint32_t revoke_timeout_ms;
 };
 
 /*

@@ -16,6 +16,22 @@
  * conflict with it, once per holder and level (revoked_to), so repeated
  * examinations do not flood a client with REVOKEs.
  *
+ * A holder that leaves a REVOKE unanswered for revoke_timeout_ms loses
+ * its session, and with it every grant, so that one stopped, hung or
+ * vanished gateway (a host that died without closing its connections:
+ * blockd's REVOKE then sits unacknowledged for TCP's ~15 minutes of
+ * retransmissions) cannot stall every other gateway on the blocks it
+ * held, the root directory first.  The client's session-reset path
+ * (docs/design.md) takes over: it asks for its grants again, and a dirty
+ * set whose blocks somebody else wrote meanwhile is dropped with an
+ * error.  The default (60 s) is well above the longest a healthy client
+ * takes to answer: writing a dirty set back, which waits at most its
+ * reclaim timeout (30 s) for a device that is away.  A session with a
+ * request in the commit thread, or with input not yet read, is not
+ * closed: its answer may be there.  The REVOKEs that start a clock go on
+ * a queue in the order sent, so the tick looks only at the oldest ones
+ * instead of walking every block.
+ *
  * XXX:
  *  - A session that goes away is removed by walking every block with
  *    state, O(blocks with state); a per-session index would be faster
@@ -131,7 +147,56 @@ static bool can_grant(struct block_state *block, const struct grant_waiter *wait
 	return true;
 }
 
-static void send_revokes(struct block_state *block, const struct grant_waiter *waiter)
+static int revoke_queue_push(struct revoke_queue *queue, struct revoke_record record)
+{
+	if (queue->count == queue->capacity) {
+		size_t capacity = queue->capacity ? queue->capacity * 2 : 64;
+		struct revoke_record *records = malloc(capacity * sizeof(*records));
+
+		if (!records)
+			return -ENOMEM;
+		for (size_t i = 0; i < queue->count; i++)
+			records[i] = queue->records[(queue->head + i) % queue->capacity];
+		free(queue->records);
+		queue->records = records;
+		queue->capacity = capacity;
+		queue->head = 0;
+	}
+	queue->records[(queue->head + queue->count) % queue->capacity] = record;
+	queue->count++;
+	return 0;
+}
+
+static struct revoke_record revoke_queue_pop(struct revoke_queue *queue)
+{
+	struct revoke_record record = queue->records[queue->head];
+
+	queue->head = (queue->head + 1) % queue->capacity;
+	queue->count--;
+	return record;
+}
+
+/* Start the revoke clock of a holder that had no REVOKE outstanding. */
+static void start_revoke_clock(struct blockd *server, struct block_state *block,
+			       struct grant_holder *holder)
+{
+	struct revoke_record record = {
+		.session = holder->session,
+		.blkno = block->blkno,
+		.sent_ms = blockd_now_ms(),
+	};
+
+	holder->revoked_ms = record.sent_ms;
+	if (revoke_queue_push(&server->revokes, record)) {
+		log_warn("out of memory for the revoke timeout of block %llu held by %s",
+			 (unsigned long long)block->blkno, session_name(holder->session));
+		return;
+	}
+	session_ref(holder->session);
+}
+
+static void send_revokes(struct blockd *server, struct block_state *block,
+			 const struct grant_waiter *waiter)
 {
 	for (unsigned int i = 0; i < block->holder_count; i++) {
 		struct grant_holder *holder = &block->holders[i];
@@ -146,6 +211,8 @@ static void send_revokes(struct block_state *block, const struct grant_waiter *w
 			: NGNFS_ACCESS_NONE;
 		if (holder->revoked_to != 0xff && holder->revoked_to <= level)
 			continue;
+		if (holder->revoked_to == 0xff)
+			start_revoke_clock(server, block, holder);
 		holder->revoked_to = level;
 		log_debug("REVOKE block %llu to %s from session %llu (%s)",
 			  (unsigned long long)block->blkno, ngnfs_access_name(level),
@@ -232,7 +299,7 @@ void grant_examine(struct blockd *server, struct block_state *block)
 	for (struct grant_waiter *waiter = block->queue_head; waiter; waiter = waiter->next) {
 		if (server->in_grace && !(waiter->session->flags & NGNFS_HELLO_RECLAIM))
 			continue;
-		send_revokes(block, waiter);
+		send_revokes(server, block, waiter);
 	}
 	block_state_maybe_free(server, block);
 }
@@ -339,6 +406,60 @@ void grant_revoke_readers(struct blockd *server, struct block_state *block, stru
 {
 	struct grant_waiter writer = { .session = session, .access = NGNFS_ACCESS_WRITE };
 
-	(void)server;
-	send_revokes(block, &writer);
+	send_revokes(server, block, &writer);
+}
+
+/* Is this record's REVOKE still the holder's oldest unanswered one? */
+static bool revoke_unanswered(struct blockd *server, const struct revoke_record *record)
+{
+	struct block_state *block = block_state_get(server, record->blkno, false);
+	struct grant_holder *holder = block ? grant_find_holder(block, record->session) : NULL;
+
+	return !record->session->gone && holder && holder->revoked_to != 0xff &&
+	       holder->revoked_ms == record->sent_ms;
+}
+
+void grant_tick(struct blockd *server)
+{
+	struct revoke_queue *queue = &server->revokes;
+	uint64_t timeout_ms = server->config.revoke_timeout_ms;
+	uint64_t now = blockd_now_ms();
+	/* records put back (their session may be answering) wait for the next tick */
+	size_t examine = queue->count;
+
+	while (examine-- > 0 && queue->count > 0 &&
+	       now - queue->records[queue->head].sent_ms >= timeout_ms) {
+		struct revoke_record record = revoke_queue_pop(queue);
+		struct session *session = record.session;
+		char reason[160];
+
+		if (revoke_unanswered(server, &record)) {
+			if (session->inflight || session_has_unread_input(session)) {
+				if (revoke_queue_push(queue, record) == 0)
+					continue;
+			} else {
+				log_warn("%s left the REVOKE of block %llu unanswered for %llu ms "
+					 "(revoke_timeout_ms %llu): closing it, so that its grants "
+					 "go to the sessions waiting for them",
+					 session->name, (unsigned long long)record.blkno,
+					 (unsigned long long)(now - record.sent_ms),
+					 (unsigned long long)timeout_ms);
+				snprintf(reason, sizeof(reason),
+					 "REVOKE of block %llu unanswered (revoke_timeout_ms)",
+					 (unsigned long long)record.blkno);
+				session_close(session, reason);
+			}
+		}
+		session_put(session);
+	}
+}
+
+void grant_free_revokes(struct blockd *server)
+{
+	struct revoke_queue *queue = &server->revokes;
+
+	while (queue->count > 0)
+		session_put(revoke_queue_pop(queue).session);
+	free(queue->records);
+	*queue = (struct revoke_queue){ 0 };
 }

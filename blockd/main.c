@@ -198,6 +198,7 @@ static void tick_callback(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	sets_tick(arg);
+	grant_tick(arg);
 }
 
 static void grace_callback(evutil_socket_t fd, short what, void *arg)
@@ -310,6 +311,7 @@ static void teardown(struct blockd *server)
 	if (server->base)
 		commit_stop(&server->committer);
 	resolver_stop(server);
+	grant_free_revokes(server);
 	session_close_all(server);
 	if (server->signal_term)
 		event_free(server->signal_term);

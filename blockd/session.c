@@ -28,9 +28,13 @@
  * read timeout on its bufferevent, lifted by the HELLO), so that
  * connections which never speak cannot keep those slots.
  *
- * XXX:
- *  - No idle timeout after HELLO: a gateway's session may rightly be
- *    quiet for hours.
+ * After HELLO there is no idle timeout: a gateway's session may rightly
+ * be quiet for hours.  TCP keepalive (SESSION_KEEPALIVE_*) closes the
+ * session of a host that went away without closing it, so that its
+ * reservations and session slot come back, and TCP_USER_TIMEOUT bounds
+ * how long data sent to such a host may stay unacknowledged.  A session
+ * that holds grants somebody needs is closed sooner, by the revoke
+ * timeout (grant.c).
  */
 
 #include <errno.h>
@@ -38,6 +42,7 @@
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include <event2/buffer.h>
 
@@ -46,6 +51,17 @@
 
 /* bytes libevent may read or write on a session in one callback */
 #define SESSION_MAX_SINGLE_IO (256 * 1024)
+
+/*
+ * A silent peer is probed after 30 s idle, every 10 s, and given up after
+ * 3 unanswered probes: a dead host's session ends about a minute later.
+ * Sent data unacknowledged for as long ends it too (TCP's default is ~15
+ * minutes of retransmissions).
+ */
+#define SESSION_KEEPALIVE_IDLE_S     30
+#define SESSION_KEEPALIVE_INTERVAL_S 10
+#define SESSION_KEEPALIVE_PROBES     3
+#define SESSION_USER_TIMEOUT_MS	     60000
 
 static void session_free_connection(struct session *session);
 static void event_callback(struct bufferevent *bev, short what, void *arg);
@@ -205,6 +221,30 @@ static void event_callback(struct bufferevent *bev, short what, void *arg)
 		session_end(session, evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
 }
 
+/* Best effort: a session works without them, only it notices a dead peer later. */
+static void set_socket_options(evutil_socket_t fd, const char *peer)
+{
+	/* Replies are small and latency-bound: never wait for Nagle. */
+	const struct {
+		int level, name, value;
+		const char *what;
+	} options[] = {
+		{ IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY" },
+		{ SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE" },
+		{ IPPROTO_TCP, TCP_KEEPIDLE, SESSION_KEEPALIVE_IDLE_S, "TCP_KEEPIDLE" },
+		{ IPPROTO_TCP, TCP_KEEPINTVL, SESSION_KEEPALIVE_INTERVAL_S, "TCP_KEEPINTVL" },
+		{ IPPROTO_TCP, TCP_KEEPCNT, SESSION_KEEPALIVE_PROBES, "TCP_KEEPCNT" },
+		{ IPPROTO_TCP, TCP_USER_TIMEOUT, SESSION_USER_TIMEOUT_MS, "TCP_USER_TIMEOUT" },
+	};
+
+	for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+		if (setsockopt(fd, options[i].level, options[i].name, &options[i].value,
+			       sizeof(options[i].value)) < 0)
+			log_warn("connection from %s: cannot set %s: %s", peer, options[i].what,
+				 strerror(errno));
+	}
+}
+
 void session_accept(struct blockd *server, evutil_socket_t fd, const char *peer)
 {
 	struct session *session;
@@ -221,12 +261,7 @@ void session_accept(struct blockd *server, evutil_socket_t fd, const char *peer)
 		evutil_closesocket(fd);
 		return;
 	}
-	/* Replies are small and latency-bound: never wait for Nagle. */
-	{
-		int one = 1;
-
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	}
+	set_socket_options(fd, peer);
 	session->server = server;
 	session->id = ++server->next_session_id;
 	session->refs = 1;
@@ -271,6 +306,22 @@ void session_accept(struct blockd *server, evutil_socket_t fd, const char *peer)
 void session_hello_received(struct session *session)
 {
 	bufferevent_set_timeouts(session->bev, NULL, NULL);
+}
+
+void session_close(struct session *session, const char *reason)
+{
+	session_end(session, reason);
+}
+
+bool session_has_unread_input(struct session *session)
+{
+	int waiting = 0;
+
+	if (session->gone)
+		return false;
+	if (evbuffer_get_length(bufferevent_get_input(session->bev)) > 0)
+		return true;
+	return ioctl(bufferevent_getfd(session->bev), FIONREAD, &waiting) == 0 && waiting > 0;
 }
 
 void session_close_all(struct blockd *server)

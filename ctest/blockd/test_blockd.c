@@ -259,6 +259,11 @@ static void case_bad_config(void)
 	expect_refusal(dir, (const char *[]){ "--config", path, NULL },
 		       "setting cache_mb has invalid value '0'");
 
+	snprintf(text, sizeof(text), "db = %s\nlisten = 127.0.0.1:0\nrevoke_timeout_ms = 10\n", db);
+	write_text(path, text);
+	expect_refusal(dir, (const char *[]){ "--config", path, NULL },
+		       "setting revoke_timeout_ms has invalid value '10'");
+
 	snprintf(text, sizeof(text), "[blockd]\ndb = %s\ncolour = blue\n", db);
 	write_text(path, text);
 	expect_refusal(dir, (const char *[]){ "--config", path, NULL }, "unknown setting 'colour'");
@@ -1819,6 +1824,75 @@ static void case_hello_timeout(void)
 	stop(cluster);
 }
 
+/*
+ * revoke_timeout: a holder that leaves a REVOKE unanswered loses its
+ * session after --revoke-timeout-ms, and the waiter gets the block with
+ * what the holder had committed; a holder that answered its REVOKE, and
+ * one never revoked, keep their sessions past the timeout.
+ */
+static void case_revoke_timeout(void)
+{
+	struct ngnfs_test_cluster *cluster =
+	    start(1, (const char *[]){ "--revoke-timeout-ms", "1000", NULL });
+	struct tc silent, answering, untouched, waiter;
+	uint8_t data[NGNFS_BLOCK_SIZE], back[NGNFS_BLOCK_SIZE];
+	uint64_t version, new_version, asked;
+	bool has_data;
+	int ret;
+
+	format_all(cluster);
+	open_session(&silent, cluster, 0, 0);
+	open_session(&answering, cluster, 0, 0);
+	open_session(&untouched, cluster, 0, 0);
+	open_session(&waiter, cluster, 0, 0);
+	fill(data, 20);
+	EXPECT_STATUS(tc_get(&silent, 20, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
+	EXPECT_STATUS(tc_write(&silent, 20, 0, data, &new_version), 0);
+	EXPECT_STATUS(tc_get(&answering, 21, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
+	EXPECT_STATUS(tc_get(&untouched, 22, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
+
+	/* the answering holder's REVOKE is answered at once */
+	EXPECT_STATUS(tc_get_send(&waiter, 21, NGNFS_ACCESS_READ, 0, NULL), 0);
+	EXPECT_U64("REVOKE access of block 21", tc_wait_revoke(&answering, 21, 3000),
+		   NGNFS_ACCESS_READ);
+	EXPECT_STATUS(tc_release(&answering, 21, NGNFS_ACCESS_READ), 0);
+	EXPECT_STATUS(tc_grant_wait(&waiter, 3000, NULL, &version, NULL, NULL, NULL), 0);
+
+	/* the silent holder's is not */
+	asked = now_ms();
+	EXPECT_STATUS(tc_get_send(&waiter, 20, NGNFS_ACCESS_READ, 0, NULL), 0);
+	EXPECT_U64("REVOKE access of block 20", tc_wait_revoke(&silent, 20, 3000),
+		   NGNFS_ACCESS_READ);
+	ret = tc_grant_wait(&waiter, 500, NULL, &version, NULL, &has_data, back);
+	if (ret != -ETIMEDOUT)
+		fail("expected the waiter to wait while the holder may still answer, got %d", ret);
+	EXPECT_STATUS(tc_grant_wait(&waiter, 5000, NULL, &version, NULL, &has_data, back), 0);
+	if (now_ms() - asked < 900)
+		fail("the waiter was granted %llu ms after asking, before the 1000 ms revoke "
+		     "timeout",
+		     (unsigned long long)(now_ms() - asked));
+	EXPECT_U64("version the waiter got", version, 1);
+	if (!has_data || memcmp(back, data, sizeof(data)))
+		fail("the waiter did not get what the closed session had committed");
+	EXPECT_STATUS(tc_wait_closed(&silent, 3000), 0);
+	if (!log_contains(cluster, 0, "left the REVOKE of block 20 unanswered") ||
+	    !log_contains(cluster, 0, "ended: REVOKE of block 20 unanswered (revoke_timeout_ms)"))
+		fail("expected the log to say which session was closed and why");
+
+	/* past the timeout since their grants: both other holders are still served */
+	EXPECT_STATUS(tc_get(&answering, 23, NGNFS_ACCESS_READ, 0, &version, &has_data, NULL), 0);
+	EXPECT_STATUS(tc_write(&untouched, 22, 0, data, &new_version), 0);
+	EXPECT_U64("version written by the holder that was never revoked", new_version, 1);
+	if (log_contains(cluster, 0, "left the REVOKE of block 21") ||
+	    log_contains(cluster, 0, "left the REVOKE of block 22"))
+		fail("a session that answered its REVOKE, or had none, was closed");
+	tc_close(&silent);
+	tc_close(&answering);
+	tc_close(&untouched);
+	tc_close(&waiter);
+	stop(cluster);
+}
+
 static void case_grace(void)
 {
 	struct ngnfs_test_cluster *cluster =
@@ -1855,6 +1929,7 @@ static const struct {
 	{ "store_failure_stops", case_store_failure_stops },
 	{ "max_sessions", case_max_sessions },
 	{ "hello_timeout", case_hello_timeout },
+	{ "revoke_timeout", case_revoke_timeout },
 	{ "bad_config", case_bad_config },
 	{ "config_file_serves", case_config_file_serves },
 	{ "foreign_folder", case_foreign_folder },
