@@ -15,6 +15,9 @@
 #       200 blocks go through a 32-block cache; dirty and read-locked blocks
 #       are never evicted (their contents survive, dirty ones reach the server
 #       on sync).
+#   eviction_invalidates             every block evicted (released) is passed to
+#       the invalidate callback, so the gateway's MDCACHE does not outlive it;
+#       blocks still cached are not.
 #   pressure_writes_back_dirty       64 dirty blocks in a 16-block writeback
 #       cache: memory pressure writes dirty sets back so the bound holds.
 #   dirty_set_merging                blocks dirtied separately leave separately
@@ -133,6 +136,7 @@ target_link_libraries(test_cache_fake PRIVATE ngnfs_cache_test)
 
 set(NGNFS_CACHE_TESTS
     eviction_bounds_memory
+    eviction_invalidates
     pressure_writes_back_dirty
     dirty_set_merging
     retry_leaves_no_trace

@@ -48,6 +48,12 @@ foreach(test two_clients_see_each_other concurrent_renames_two_clients rename_su
 endforeach()
 ngnfs_add_cluster_test(NAME fs_real_tool_commands COMMAND test_fs_real tool_commands TIMEOUT 180)
 # Two small devices (blockd --total-blocks 800) filled through one directory.
+# A client stopped with SIGSTOP while it holds grants (blockd --revoke-timeout-ms).
+ngnfs_add_cluster_test(NAME fs_real_stopped_client_loses_grants
+		       COMMAND test_fs_real stopped_client_loses_grants TIMEOUT 180)
+# A 1 MiB block cache: evicted inodes reach the invalidate callback.
+ngnfs_add_cluster_test(NAME fs_real_evicted_inode_is_invalidated
+		       COMMAND test_fs_real evicted_inode_is_invalidated TIMEOUT 180)
 ngnfs_add_cluster_test(NAME fs_real_full_device_overflows COMMAND test_fs_real full_device_overflows
 		       TIMEOUT 180)
 # NGNFS_LINK_MAX links of one file: the double only (65000 operations).

@@ -131,7 +131,10 @@ static unsigned int ngnfs_fsal_up_hash(uint64_t ino)
 
 static bool ngnfs_fsal_up_is_tracked(struct ngnfs_fsal_up_queue *queue, uint64_t ino);
 
-/* libcore's callback; runs on its I/O thread: never waits.  Returns the ticket. */
+/*
+ * libcore's callback; runs on its I/O thread (an operation thread for an
+ * eviction) with its cache lock held: never waits.  Returns the ticket.
+ */
 static uint64_t ngnfs_fsal_up_invalidated(void *arg, const struct ngnfs_handle *handle,
 					  bool dir_changed)
 {

@@ -46,7 +46,8 @@
  * like any other.
  *
  * Memory: the data of cached blocks is bounded by cache_bytes.  Clean,
- * unlocked blocks are reclaimed oldest first (and released to NONE);
+ * unlocked blocks are reclaimed oldest first (and released to NONE, the
+ * invalidate callback first: nobody would revoke them from us any more);
  * when only dirty or locked blocks remain, the flusher is asked to write
  * dirty sets so that they become reclaimable, and a transaction about to
  * fetch a block waits (bounded) for that before it adds to the cache.
@@ -598,8 +599,18 @@ void cache_make_room(struct ngnfs_cache *cache, size_t extra, struct cache_actio
 		node = node->next;
 		if (!block_evictable(block))
 			continue;
-		if (block->access != NGNFS_ACCESS_NONE)
+		if (block->access != NGNFS_ACCESS_NONE) {
+			/*
+			 * Released, the block is nobody's to revoke from us: the
+			 * gateway must stop trusting what it built from it (its
+			 * MDCACHE may well outlive our copy), or another
+			 * client's change of it would never reach it.
+			 */
+			if (cache->invalidate)
+				cache->invalidate(cache->invalidate_arg, block->blkno, block->data,
+						  NGNFS_CACHE_UNGUARDED);
 			cache_send_release(cache, block->blkno, NGNFS_ACCESS_NONE);
+		}
 		cache->counters.evictions++;
 		cache_remove_block(cache, block);
 	}
@@ -647,7 +658,8 @@ static void forget_lost_block(struct ngnfs_cache *cache, struct cache_block *blo
 {
 	if (block->data) {
 		if (cache->invalidate)
-			cache->invalidate(cache->invalidate_arg, block->blkno, block->data);
+			cache->invalidate(cache->invalidate_arg, block->blkno, block->data,
+					  NGNFS_CACHE_CHANGED);
 		lose_data(cache, block);
 	}
 	block->version = 0;
@@ -772,7 +784,8 @@ static void revoke_progress(struct ngnfs_cache *cache, struct cache_block *block
 	block->access = target;
 	block->revoke_pending = false;
 	if (target == NGNFS_ACCESS_NONE && cache->invalidate && block->data)
-		ticket = cache->invalidate(cache->invalidate_arg, block->blkno, block->data);
+		ticket = cache->invalidate(cache->invalidate_arg, block->blkno, block->data,
+					   NGNFS_CACHE_CHANGED);
 	if (block->get_access > target) {
 		/*
 		 * Our upgrade GET is still queued at the server.  This
@@ -1179,7 +1192,8 @@ static void cache_get_done(void *arg, int status, uint64_t blkno, uint64_t versi
 			lost = true;
 		}
 		if (block->data && block->version != version && cache->invalidate && !applied)
-			cache->invalidate(cache->invalidate_arg, blkno, block->data);
+			cache->invalidate(cache->invalidate_arg, blkno, block->data,
+					  NGNFS_CACHE_CHANGED);
 		if (lost)
 			lose_set(cache, block->set, -ESTALE, &actions);
 		if (block->dirty) {
@@ -1301,7 +1315,20 @@ static void cache_session_reset(void *owner, uint16_t device, bool server_restar
 				block->regrant_deadline_ms =
 				    cache_now_ms() + cache->reclaim_timeout_ms;
 			} else {
-				/* Clean copies stay for revalidation. */
+				/*
+				 * Clean copies stay for revalidation.  Nobody will
+				 * revoke them now, so the gateway must stop trusting
+				 * what it built from them: once the server lets
+				 * another client have the block (after its grace
+				 * period, or at once when it closed this session),
+				 * that client's change would otherwise never reach
+				 * this gateway's caches.  No RELEASE waits for the
+				 * delivery: the grant is already gone.
+				 */
+				if (block->access != NGNFS_ACCESS_NONE && block->data &&
+				    cache->invalidate)
+					cache->invalidate(cache->invalidate_arg, block->blkno,
+							  block->data, NGNFS_CACHE_UNGUARDED);
 				block->access = NGNFS_ACCESS_NONE;
 			}
 			cache_wake_block(cache, block->blkno);

@@ -42,10 +42,26 @@ struct ngnfs_cache_config {
 struct ngnfs_cache;
 
 /*
- * Called (on the I/O thread) when another client's access made this
- * client drop or refresh its copy of a block; the filesystem layer turns
- * that into attribute and directory cache invalidations.  data is the
- * copy being dropped (NULL if none); it is only valid during the call.
+ * Why the invalidate callback is called:
+ *  - CHANGED: another client's access made this client drop or refresh its
+ *    copy of a block (a revocation, a refetch that found it moved, a lost
+ *    write);
+ *  - UNGUARDED: this client gave up its grant on the block without being
+ *    asked (eviction) or lost it (session reset), so nobody will tell it of
+ *    the next change.  Every change to an object writes its inode block, so
+ *    the filesystem layer need only act on inode blocks here.
+ */
+enum ngnfs_cache_invalidation {
+	NGNFS_CACHE_CHANGED,
+	NGNFS_CACHE_UNGUARDED,
+};
+
+/*
+ * Called (on the I/O thread, or on an operation thread for an eviction)
+ * when a copy of a block stops being kept coherent (see above); the
+ * filesystem layer turns that into attribute and directory cache
+ * invalidations.  data is the copy being dropped (NULL if none); it is
+ * only valid during the call.
  * It runs with the cache's lock held: it must not call into the cache or
  * start transactions, only note what to invalidate.
  *
@@ -55,7 +71,8 @@ struct ngnfs_cache;
  * that ticket or a later one (tickets only grow), or for
  * NGNFS_CACHE_INVALIDATION_WAIT_MS at most.
  */
-typedef uint64_t (*ngnfs_cache_invalidate_fn)(void *arg, uint64_t blkno, const void *data);
+typedef uint64_t (*ngnfs_cache_invalidate_fn)(void *arg, uint64_t blkno, const void *data,
+					      enum ngnfs_cache_invalidation why);
 #define NGNFS_CACHE_INVALIDATION_WAIT_MS 500
 
 /*
@@ -82,6 +99,8 @@ struct ngnfs_cache_counters {
 	uint64_t releases_deferred;	    /* held back for an invalidation's delivery */
 	uint64_t deferred_release_timeouts; /* sent at the deadline, undelivered */
 	uint64_t evictions;
+	/* transactions that first waited for the I/O thread after a stall */
+	uint64_t stall_catch_ups;
 	uint64_t dirty_blocks;	/* now */
 	uint64_t cached_blocks; /* now */
 };

@@ -63,6 +63,19 @@
  * device whatever order the HELLO replies came in; later HELLOs carry the
  * learned id and the server refuses a device of another filesystem.
  *
+ * A stalled process (stopped, swapped out, starved) must not trust its
+ * grants when it runs again before it has read what the servers sent
+ * meanwhile: a server closes the session of a holder that leaves a REVOKE
+ * unanswered for its revoke timeout (a minute by default) and gives the
+ * block to somebody else, and the REVOKE and the close then sit unread in
+ * our socket.  So the I/O thread wakes at least every
+ * CLIENT_IO_IDLE_WAKE_MS and stamps each finished pass
+ * (io_pass_ns); a transaction that finds the last pass older than
+ * CLIENT_IO_CURRENT_MS first waits for a pass that began after it
+ * (ngnfs_client_wait_io_pass).  That pass reads what arrived during the
+ * stall, so the session reset or revocation is applied before the
+ * transaction looks at a cached block.
+ *
  * XXX:
  *  - Addresses are resolved once, at create (getaddrinfo, blocking).
  *  - A GRANT that arrives after its GET timed out is only logged; the
@@ -101,6 +114,9 @@
 #define DEFAULT_CONNECT_TIMEOUT_MS 5000
 #define DEFAULT_REQUEST_TIMEOUT_MS 30000
 #define EPOLL_EVENTS		   64
+#define CLIENT_IO_IDLE_WAKE_MS	   200
+#define CLIENT_IO_CURRENT_MS	   500 /* well below blockd's least revoke timeout, 1 s */
+#define CLIENT_IO_PASS_WAIT_MS	   5000
 
 struct ngnfs_client;
 struct request;
@@ -195,6 +211,8 @@ struct ngnfs_client {
 	bool io_thread_started;
 	bool io_flush_needed; /* I/O thread only: something was queued from a callback */
 	atomic_bool stopping;
+	/* when the epoll_wait of the I/O thread's last finished pass returned */
+	atomic_uint_fast64_t io_pass_ns;
 
 	pthread_mutex_t deferred_lock;
 	struct deferred *deferred;
@@ -834,7 +852,7 @@ static void check_timeouts(struct ngnfs_client *client, uint64_t now)
 
 static int next_timeout_ms(struct ngnfs_client *client, uint64_t now)
 {
-	uint64_t next = now + 1000ULL * 1000000ULL;
+	uint64_t next = now + CLIENT_IO_IDLE_WAKE_MS * 1000000ULL;
 
 	for (uint32_t d = 0; d < client->device_count; d++) {
 		struct connection *connection = &client->connections[d];
@@ -930,7 +948,7 @@ static void *io_thread_main(void *arg)
 
 	io_thread_client = client;
 	while (!atomic_load(&client->stopping)) {
-		uint64_t now = now_ns();
+		uint64_t now = now_ns(), woke_ns;
 		int timeout_ms;
 		int count;
 
@@ -951,6 +969,7 @@ static void *io_thread_main(void *arg)
 		/* Work that callbacks above submitted or deferred is due now. */
 		timeout_ms = client->io_flush_needed ? 0 : next_timeout_ms(client, now_ns());
 		count = epoll_wait(client->epoll_fd, events, EPOLL_EVENTS, timeout_ms);
+		woke_ns = now_ns();
 		if (count < 0 && errno != EINTR) {
 			client_log("epoll_wait: %s", strerror(errno));
 			count = 0;
@@ -967,6 +986,7 @@ static void *io_thread_main(void *arg)
 			connection_event(events[i].data.ptr, events[i].events);
 		}
 		close_failed_connections(client);
+		atomic_store(&client->io_pass_ns, woke_ns);
 	}
 
 	/* Shutting down: fail what is outstanding, run what was deferred. */
@@ -1201,6 +1221,7 @@ int ngnfs_client_create(const struct ngnfs_client_config *config,
 	}
 
 	client->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	atomic_store(&client->io_pass_ns, now_ns());
 	client->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (client->epoll_fd < 0 || client->wake_fd < 0 ||
 	    epoll_ctl(client->epoll_fd, EPOLL_CTL_ADD, client->wake_fd, &wake_event) < 0) {
@@ -1295,6 +1316,29 @@ int ngnfs_client_device_info(struct ngnfs_client *client, uint16_t device,
 uint32_t ngnfs_client_commit_retry_ms(const struct ngnfs_client *client)
 {
 	return client->commit_retry_ms;
+}
+
+bool ngnfs_client_io_current(struct ngnfs_client *client)
+{
+	return on_io_thread(client) ||
+	       now_ns() - atomic_load(&client->io_pass_ns) < CLIENT_IO_CURRENT_MS * 1000000ULL;
+}
+
+int ngnfs_client_wait_io_pass(struct ngnfs_client *client)
+{
+	uint64_t since = now_ns();
+
+	if (on_io_thread(client))
+		return 0;
+	wake(client);
+	while (atomic_load(&client->io_pass_ns) < since) {
+		struct timespec pause = { 0, 1000000 };
+
+		if (now_ns() - since > CLIENT_IO_PASS_WAIT_MS * 1000000ULL)
+			return -ETIMEDOUT;
+		nanosleep(&pause, NULL);
+	}
+	return 0;
 }
 
 uint64_t ngnfs_client_unreachable_ms(struct ngnfs_client *client, uint16_t device)

@@ -93,6 +93,15 @@ int ngnfs_client_device_info(struct ngnfs_client *client, uint16_t device,
  * 1), while it has none; 0 while it has one, and before the first.
  */
 uint64_t ngnfs_client_unreachable_ms(struct ngnfs_client *client, uint16_t device);
+/*
+ * Has the I/O thread finished a pass lately (or is this the I/O thread)?
+ * If not, this process was stalled and may hold grants a server has since
+ * given away: ngnfs_client_wait_io_pass() waits (5 s at most, then
+ * -ETIMEDOUT) for a pass that began after the call, which reads what the
+ * servers sent meanwhile.
+ */
+bool ngnfs_client_io_current(struct ngnfs_client *client);
+int ngnfs_client_wait_io_pass(struct ngnfs_client *client);
 /* How long an unanswered multi-device COMMIT is sent again (the config's, or its default). */
 uint32_t ngnfs_client_commit_retry_ms(const struct ngnfs_client *client);
 

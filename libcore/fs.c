@@ -103,7 +103,16 @@ void ngnfs_handle_from_wire(const uint8_t wire[NGNFS_HANDLE_WIRE_SIZE], struct n
 
 /* ---- invalidation ---- */
 
-static uint64_t cache_invalidated(void *arg, uint64_t blkno, const void *data)
+/*
+ * An unguarded block (evicted, or its session lost) matters only if it is
+ * an inode: every change to an object writes its inode block, so while we
+ * hold that grant, we hear of every change; a directory leaf or data block
+ * leaving the cache changes nothing for the gateway.  Passing those on
+ * would empty MDCACHE's listing of a large directory whenever one of its
+ * leaves is evicted.
+ */
+static uint64_t cache_invalidated(void *arg, uint64_t blkno, const void *data,
+				  enum ngnfs_cache_invalidation why)
 {
 	struct ngnfs_fs *fs = arg;
 	const struct ngnfs_block_header *header = data;
@@ -116,6 +125,8 @@ static uint64_t cache_invalidated(void *arg, uint64_t blkno, const void *data)
 	magic = le32toh(header->magic);
 	handle.ino = le64toh(header->owner_ino);
 	if (handle.ino == 0)
+		return 0;
+	if (why == NGNFS_CACHE_UNGUARDED && (magic != NGNFS_MAGIC_INODE || handle.ino != blkno))
 		return 0;
 	if (magic == NGNFS_MAGIC_INODE && handle.ino == blkno)
 		handle.generation = le64toh(((const struct ngnfs_inode *)data)->generation);

@@ -127,13 +127,18 @@ const char *ngnfs_last_error(void);
 
 /*
  * Cache invalidation for a gateway layer: called (from libcore's I/O
- * thread, must not block) when another client is about to change an
- * object this client had cached.  dir_changed says the change may be in
- * its entries.  Returning a ticket (not 0) says the invalidation is
- * delivered later, by another thread: the other client's change then
- * waits until ngnfs_invalidations_delivered() reports that ticket (or a
- * later one), for half a second at most, so that no request answered
- * from the gateway's own cache after that change returned is stale.
+ * thread, or an operation thread when the block cache evicts an inode;
+ * must not block) when another client is about to change an
+ * object this client had cached, or may change it without this client
+ * hearing of it (its session with the object's device was lost: blockd
+ * restarted, or closed a session that left a revocation unanswered; or
+ * the block cache evicted its inode).
+ * dir_changed says the change may be in its entries.  Returning a ticket
+ * (not 0) says the invalidation is delivered later, by another thread:
+ * the other client's change then waits until
+ * ngnfs_invalidations_delivered() reports that ticket (or a later one),
+ * for half a second at most, so that no request answered from the
+ * gateway's own cache after that change returned is stale.
  */
 typedef uint64_t (*ngnfs_invalidate_fn)(void *arg, const struct ngnfs_handle *handle,
 					bool dir_changed);

@@ -36,6 +36,11 @@
  * asynchronous ALLOC); other transactions waiting for the same device
  * sleep on its wait queue meanwhile.
  *
+ * A run first makes sure the network I/O thread has run lately
+ * (txn_catch_up_after_stall): after this process was stopped or starved,
+ * the revocations and session closes that came meanwhile are applied
+ * before the function looks at a cached block.
+ *
  * XXX:
  *  - A transaction that needs more blocks than the cache can hold may
  *    keep evicting its own blocks; the cache must be sized well above
@@ -818,11 +823,28 @@ static int txn_count_retry_and_wait(struct ngnfs_txn *txn)
 	return txn_wait(txn);
 }
 
+/*
+ * After a stall of this process, first read what the servers sent meanwhile
+ * (client.c): a grant they gave away must not serve this transaction.
+ */
+static void txn_catch_up_after_stall(struct ngnfs_cache *cache)
+{
+	if (ngnfs_client_io_current(cache->client))
+		return;
+	pthread_mutex_lock(&cache->lock);
+	cache->counters.stall_catch_ups++;
+	pthread_mutex_unlock(&cache->lock);
+	if (ngnfs_client_wait_io_pass(cache->client))
+		ngnfs_cache_log("the network I/O thread did not run for 5 s; going on with what "
+				"the cache has\n");
+}
+
 int ngnfs_txn_run(struct ngnfs_cache *cache, ngnfs_txn_fn fn, void *arg)
 {
 	struct ngnfs_txn txn = { .cache = cache };
 	int ret;
 
+	txn_catch_up_after_stall(cache);
 	for (;;) {
 		txn.count = 0;
 		txn.retry = TXN_RETRY_NONE;

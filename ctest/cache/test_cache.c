@@ -740,18 +740,53 @@ struct invalidations {
 	uint64_t ticket; /* returned: 0, or "delivered later" */
 };
 
-static uint64_t record_invalidate(void *arg, uint64_t blkno, const void *data)
+static uint64_t record_invalidate(void *arg, uint64_t blkno, const void *data,
+				  enum ngnfs_cache_invalidation why)
 {
 	struct invalidations *inv = arg;
 	uint64_t ticket;
 
 	(void)data;
+	(void)why;
 	pthread_mutex_lock(&inv->lock);
 	if (inv->count < 64)
 		inv->blknos[inv->count++] = blkno;
 	ticket = inv->ticket;
 	pthread_mutex_unlock(&inv->lock);
 	return ticket;
+}
+
+static bool invalidated(struct invalidations *inv, uint64_t blkno);
+
+/*
+ * eviction_invalidates: a block evicted (released) is not ours to be
+ * revoked any more, so the gateway is told to drop what it built from it;
+ * blocks still cached are not.
+ */
+static int test_eviction_invalidates(void)
+{
+	const size_t limit = 8;
+	struct ngnfs_cache *cache =
+	    new_cache(NGNFS_DURABILITY_WRITEBACK, 60000, limit * NGNFS_BLOCK_SIZE);
+	struct invalidations inv = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct ngnfs_cache_counters counters;
+	uint64_t i;
+
+	ngnfs_cache_set_invalidate(cache, record_invalidate, &inv);
+	for (i = 0; i < 4 * limit; i++)
+		get(cache, TEST_BLOCK(0, 500 + i));
+	counters = counters_of(cache);
+	CHECK(counters.evictions >= limit, "expected evictions, got %llu",
+	      (unsigned long long)counters.evictions);
+	CHECK(invalidated(&inv, TEST_BLOCK(0, 500)),
+	      "expected the first block read, evicted since, to be invalidated");
+	CHECK(inv.count == (int)counters.evictions,
+	      "expected one invalidation per eviction, got %d for %llu", inv.count,
+	      (unsigned long long)counters.evictions);
+	CHECK(!invalidated(&inv, TEST_BLOCK(0, 500 + 4 * limit - 1)),
+	      "the block read last, still cached, was invalidated");
+	ngnfs_cache_destroy(cache);
+	return 0;
 }
 
 static bool invalidated(struct invalidations *inv, uint64_t blkno)
@@ -2273,6 +2308,7 @@ struct test {
 
 static const struct test tests[] = {
 	{ "eviction_bounds_memory", test_eviction_bounds_memory, false },
+	{ "eviction_invalidates", test_eviction_invalidates, false },
 	{ "pressure_writes_back_dirty", test_pressure_writes_back_dirty, false },
 	{ "dirty_set_merging", test_dirty_set_merging, false },
 	{ "retry_leaves_no_trace", test_retry_leaves_no_trace, false },

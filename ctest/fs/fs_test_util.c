@@ -146,6 +146,16 @@ void start_backend_unformatted(unsigned int devices, const char *name)
 	addresses = backend_start(devices, name);
 }
 
+const char *test_blockd_log_path(unsigned int device)
+{
+#ifdef NGNFS_FS_TEST_REAL
+	return ngnfs_test_cluster_log_path(cluster, device);
+#else
+	(void)device;
+	return NULL;
+#endif
+}
+
 const char *test_manifest_path(void)
 {
 #ifdef NGNFS_FS_TEST_REAL

@@ -65,6 +65,8 @@ void start_backend_unformatted(unsigned int devices, const char *name);
 void set_blockd_args(const char *const *args);
 /* The device manifest file of the real backend. */
 const char *test_manifest_path(void);
+/* Real backend: the log file of one blockd (NULL with the double). */
+const char *test_blockd_log_path(unsigned int device);
 /* Another mount of the same filesystem (unmount with ngnfs_unmount). */
 struct ngnfs_fs *mount_fs(enum ngnfs_durability_mode mode);
 void stop_fs(struct ngnfs_fs *fs);
@@ -118,5 +120,7 @@ void test_concurrent_renames_two_clients(void);
 void test_rename_subtree_race(void);
 void test_tool_commands(void);
 void test_full_device_overflows(void);
+void test_stopped_client_loses_grants(void);
+void test_evicted_inode_is_invalidated(void);
 
 #endif

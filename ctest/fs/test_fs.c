@@ -880,6 +880,8 @@ static const struct test_case tests[] = {
 	{ "rename_subtree_race", test_rename_subtree_race },
 	{ "tool_commands", test_tool_commands },
 	{ "full_device_overflows", test_full_device_overflows },
+	{ "stopped_client_loses_grants", test_stopped_client_loses_grants },
+	{ "evicted_inode_is_invalidated", test_evicted_inode_is_invalidated },
 #endif
 	{ NULL, NULL },
 };

@@ -12,6 +12,12 @@
  *    succeed, and at the end every entry is in exactly one place, is the
  *    inode it was, has the right link count, each directory lists exactly
  *    the expected names once and fsck is clean.
+ *  - stopped_client_loses_grants: a client stopped (SIGSTOP) while it holds
+ *    grants loses its sessions to blockd's revoke timeout; the other
+ *    client's operation then goes through, and the stopped one, continued,
+ *    tells its gateway layer to drop what it cached and sees the change.
+ *  - evicted_inode_is_invalidated: an inode the block cache evicts is passed
+ *    to the gateway's invalidate callback (nobody would revoke it any more).
  *  - rename_subtree_race: two clients at once try to move P under Q and Q
  *    under P; at most one may succeed, and the tree must stay a tree.
  *
@@ -28,8 +34,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "cluster.h"
 #include "fs_test_util.h"
 
@@ -679,5 +687,179 @@ void test_full_device_overflows(void)
 	EXPECT_RET(ngnfs_unlink(fs, &root, "f00007"), 0);
 	EXPECT_RET(ngnfs_unlink(fs, &root, "f00008"), 0);
 	EXPECT_RET(ngnfs_create(fs, &root, "after-unlink", S_IFREG | 0644, 0, 0, 0, NULL, NULL), 0);
+	stop_fs(fs);
+}
+
+/* ---- stopped_client_loses_grants ---- */
+
+#define STOPPED_REVOKE_TIMEOUT_MS 1500
+
+static uint64_t clock_ms(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+}
+
+/* In the stopped client: the inode numbers its gateway layer was told to drop. */
+static uint64_t invalidated[256];
+static unsigned int invalidated_count;
+
+static uint64_t note_invalidation(void *arg, const struct ngnfs_handle *handle, bool dir_changed)
+{
+	unsigned int slot = __atomic_fetch_add(&invalidated_count, 1, __ATOMIC_RELAXED);
+
+	(void)arg;
+	(void)dir_changed;
+	if (slot < sizeof(invalidated) / sizeof(invalidated[0]))
+		__atomic_store_n(&invalidated[slot], handle->ino, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static bool was_invalidated(uint64_t ino)
+{
+	unsigned int count = __atomic_load_n(&invalidated_count, __ATOMIC_ACQUIRE);
+
+	for (unsigned int i = 0; i < count && i < sizeof(invalidated) / sizeof(invalidated[0]);
+	     i++) {
+		if (__atomic_load_n(&invalidated[i], __ATOMIC_ACQUIRE) == ino)
+			return true;
+	}
+	return false;
+}
+
+static void stopped_client(struct ngnfs_fs *fs, int index, int in, int out)
+{
+	struct ngnfs_handle root = root_of(fs), quiet, found;
+	struct ngnfs_cache_counters counters;
+	uint64_t deadline;
+
+	(void)index;
+	make(fs, &root, "from-child", S_IFREG | 0644);
+	quiet = make(fs, &root, "quiet", S_IFREG | 0644);
+	(void)attr_of(fs, &quiet); /* holds the inode's block: nobody will revoke it */
+	ngnfs_set_invalidate(fs, note_invalidation, NULL);
+	send_byte(out, 'r');
+	receive_byte(in); /* stopped, then continued, meanwhile */
+	/*
+	 * The session close alone must reach the gateway layer, for the inode
+	 * nobody revoked too: after it, another client may change that inode
+	 * without anybody telling this one.  No operation runs before it.
+	 */
+	deadline = clock_ms() + 5000;
+	while (!was_invalidated(quiet.ino) && clock_ms() < deadline)
+		usleep(10 * 1000);
+	CHECK(was_invalidated(quiet.ino),
+	      "the stopped client lost its sessions, but its gateway layer was not told to drop "
+	      "inode %llu (%u invalidations)",
+	      (unsigned long long)quiet.ino, __atomic_load_n(&invalidated_count, __ATOMIC_RELAXED));
+	EXPECT_RET(lookup(fs, &root, "from-parent", &found), 0);
+	EXPECT_RET(lookup(fs, &root, "from-child", &found), 0);
+	make(fs, &root, "after-resume", S_IFREG | 0644);
+	ngnfs_cache_counters(ngnfs_test_fs_cache(fs), &counters);
+	TEST_LOG("stopped client: %u invalidations after it was continued, %llu transactions "
+		 "waited for the I/O thread first",
+		 __atomic_load_n(&invalidated_count, __ATOMIC_RELAXED),
+		 (unsigned long long)counters.stall_catch_ups);
+	send_byte(out, 'd');
+}
+
+/*
+ * A stopped client (SIGSTOP: a hung or frozen gateway) holds write grants
+ * on the root directory.  blockd closes its sessions after its REVOKE was
+ * unanswered for --revoke-timeout-ms, so the other client's create goes
+ * through after that time instead of hanging; the stopped client, once
+ * continued, drops what it cached, sees the other's entry and works on.
+ */
+void test_stopped_client_loses_grants(void)
+{
+	/* STOPPED_REVOKE_TIMEOUT_MS */
+	static const char *const args[] = { "--revoke-timeout-ms", "1500", NULL };
+	struct ngnfs_handle root;
+	struct listing listing;
+	int to_child[2], to_parent[2], status;
+	struct ngnfs_fs *fs;
+	uint64_t started, took;
+	char *log;
+	pid_t child;
+
+	set_blockd_args(args);
+	start_backend_mkfs(1, "stopped-client");
+	set_blockd_args(NULL);
+	CHECK(pipe(to_child) == 0 && pipe(to_parent) == 0, "pipe: %s", strerror(errno));
+	child = spawn_client(stopped_client, 0, to_child[0], to_parent[1]);
+	receive_byte(to_parent[0]);
+	CHECK(kill(child, SIGSTOP) == 0, "SIGSTOP: %s", strerror(errno));
+	CHECK(waitpid(child, &status, WUNTRACED) == child && WIFSTOPPED(status),
+	      "the client did not stop");
+
+	/* the mount already reads the root inode the stopped client holds for write */
+	started = clock_ms();
+	fs = mount_fs(NGNFS_MOUNT_STABLE);
+	root = root_of(fs);
+	make(fs, &root, "from-parent", S_IFREG | 0644);
+	took = clock_ms() - started;
+	/* continued before any check, so that a failure does not leave it stopped */
+	CHECK(kill(child, SIGCONT) == 0, "SIGCONT: %s", strerror(errno));
+	TEST_LOG("mount and create past the stopped client took %llu ms", (unsigned long long)took);
+	CHECK(took >= STOPPED_REVOKE_TIMEOUT_MS - 200,
+	      "the mount and create took %llu ms: they did not wait for the stopped client's "
+	      "grants",
+	      (unsigned long long)took);
+	send_byte(to_child[1], 'g');
+	CHECK(receive_byte(to_parent[0]) == 'd', "the continued client did not finish");
+	wait_client(child, "stopped");
+
+	memset(&listing, 0, sizeof(listing));
+	list_all(fs, &root, &listing);
+	CHECK(listing.count == 4, "expected 4 entries in the root, listed %zu", listing.count);
+	listing_free(&listing);
+	check_fsck_clean(fs);
+	log = ngnfs_test_read_file(test_blockd_log_path(0), NULL);
+	CHECK(log && strstr(log, "unanswered (revoke_timeout_ms)"),
+	      "expected blockd's log to say it closed the stopped client's session");
+	free(log);
+	stop_fs(fs);
+}
+
+/* ---- evicted_inode_is_invalidated ---- */
+
+/*
+ * With a 1 MiB block cache (256 blocks), creating 2000 files evicts the
+ * first ones' inode blocks; the invalidate callback must have heard of
+ * the first file, which nobody else touched.
+ */
+void test_evicted_inode_is_invalidated(void)
+{
+	struct ngnfs_mount_options options = {
+		.device_addresses = NULL,
+		.durability = NGNFS_MOUNT_STABLE,
+		.cache_bytes = 1 << 20,
+	};
+	struct ngnfs_cache_counters counters;
+	struct ngnfs_handle root, first;
+	struct ngnfs_fs *fs = NULL;
+	char name[32];
+
+	start_backend_mkfs(1, "evicted-inode");
+	options.device_addresses = test_addresses();
+	options.device_count = (uint16_t)test_device_count();
+	EXPECT_RET(ngnfs_mount(&options, &fs), 0);
+	root = root_of(fs);
+	first = make(fs, &root, "first", S_IFREG | 0644);
+	__atomic_store_n(&invalidated_count, 0, __ATOMIC_RELAXED);
+	ngnfs_set_invalidate(fs, note_invalidation, NULL);
+	CHECK(!was_invalidated(first.ino), "the first file was invalidated before any eviction");
+	for (unsigned int i = 0; i < 2000; i++) {
+		snprintf(name, sizeof(name), "f%04u", i);
+		make(fs, &root, name, S_IFREG | 0644);
+	}
+	ngnfs_cache_counters(ngnfs_test_fs_cache(fs), &counters);
+	CHECK(counters.evictions > 0, "expected evictions from a 256-block cache");
+	CHECK(was_invalidated(first.ino),
+	      "the first file's inode was evicted (%llu evictions) but never invalidated",
+	      (unsigned long long)counters.evictions);
+	ngnfs_set_invalidate(fs, NULL, NULL);
 	stop_fs(fs);
 }
