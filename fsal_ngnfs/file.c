@@ -168,7 +168,11 @@ static fsal_status_t ngnfs_fsal_attrs_out(struct ngnfs_fsal_object *object,
 
 	if (attrs_out == NULL)
 		return fsalstat(ERR_FSAL_NO_ERROR, 0);
-	ret = ngnfs_getattr(object->export->fs, &object->handle, &attr);
+	ngnfs_fsal_hand_begin(object->export, object->handle.ino);
+	ret = ngnfs_fsal_getattr_settled(object->export, &object->handle, &attr);
+	if (ret == 0)
+		ngnfs_fsal_attr_to_fsal(object->export, &attr, attrs_out);
+	ngnfs_fsal_hand_end(object->export, object->handle.ino);
 	if (ret < 0) {
 		if (attrs_out->request_mask & ATTR_RDATTR_ERR) {
 			attrs_out->valid_mask = ATTR_RDATTR_ERR;
@@ -176,7 +180,6 @@ static fsal_status_t ngnfs_fsal_attrs_out(struct ngnfs_fsal_object *object,
 		}
 		return ngnfs_fsal_status(ret);
 	}
-	ngnfs_fsal_attr_to_fsal(object->export, &attr, attrs_out);
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
 
@@ -221,11 +224,12 @@ static fsal_status_t ngnfs_fsal_open_object(struct ngnfs_fsal_object *object, st
 	return status;
 }
 
-static fsal_status_t ngnfs_fsal_open2(struct fsal_obj_handle *fsal_object, struct state_t *state,
-				      fsal_openflags_t openflags, enum fsal_create_mode createmode,
-				      const char *name, struct fsal_attrlist *attrs_set,
-				      fsal_verifier_t verifier, struct fsal_obj_handle **new_object,
-				      struct fsal_attrlist *attrs_out, bool *caller_perm_check)
+static fsal_status_t
+ngnfs_fsal_open2_in_hand(struct fsal_obj_handle *fsal_object, struct state_t *state,
+			 fsal_openflags_t openflags, enum fsal_create_mode createmode,
+			 const char *name, struct fsal_attrlist *attrs_set,
+			 fsal_verifier_t verifier, struct fsal_obj_handle **new_object,
+			 struct fsal_attrlist *attrs_out, bool *caller_perm_check)
 {
 	struct ngnfs_fsal_object *object = ngnfs_fsal_object_of(fsal_object);
 	struct ngnfs_fsal_export *export = object->export;
@@ -239,6 +243,7 @@ static fsal_status_t ngnfs_fsal_open2(struct fsal_obj_handle *fsal_object, struc
 	const struct timespec *create_atime = NULL;
 	const struct timespec *create_mtime = NULL;
 	bool created = false;
+	uint64_t sequence = 0;
 	uint32_t mode;
 	fsal_status_t status;
 	int ret;
@@ -281,6 +286,7 @@ static fsal_status_t ngnfs_fsal_open2(struct fsal_obj_handle *fsal_object, struc
 	 */
 	*new_object = NULL;
 	for (tries = 0; tries < 2; tries++) {
+		sequence = ngnfs_fsal_attr_sequence(export);
 		ret = ngnfs_lookup(export->fs, &object->handle, name, &handle, &attr);
 		if (ret == 0)
 			break;
@@ -329,7 +335,7 @@ static fsal_status_t ngnfs_fsal_open2(struct fsal_obj_handle *fsal_object, struc
 	if (!created && createmode == FSAL_GUARDED)
 		return fsalstat(ERR_FSAL_EXIST, EEXIST);
 
-	status = ngnfs_fsal_object_out(export, &handle, &attr, new_object, NULL);
+	status = ngnfs_fsal_object_out(export, &handle, &attr, sequence, new_object, NULL);
 	file = ngnfs_fsal_object_of(*new_object);
 
 	if (!created && exclusive) {
@@ -351,8 +357,10 @@ static fsal_status_t ngnfs_fsal_open2(struct fsal_obj_handle *fsal_object, struc
 		create_attrs.valid_mask &= ATTRS_POSIX | ATTR_ATIME_SERVER | ATTR_MTIME_SERVER;
 		create_attrs.valid_mask &= ~(ATTR_TYPE | ATTR_FSID | ATTR_FILEID | ATTR_NUMLINKS |
 					     ATTR_RAWDEV | ATTR_SPACEUSED | ATTR_CHANGE);
-		if (create_attrs.valid_mask != 0)
+		if (create_attrs.valid_mask != 0) {
+			sequence = ngnfs_fsal_attr_sequence(export);
 			status = ngnfs_fsal_setattr_object(file, &create_attrs, &attr);
+		}
 	}
 	if (!FSAL_IS_ERROR(status))
 		status = ngnfs_fsal_open_object(file, state, openflags, truncate && !created);
@@ -362,7 +370,8 @@ static fsal_status_t ngnfs_fsal_open2(struct fsal_obj_handle *fsal_object, struc
 	 * may have been truncated or checked against a verifier.
 	 */
 	if (!FSAL_IS_ERROR(status) && created && attrs_out != NULL)
-		ngnfs_fsal_attr_to_fsal(export, &attr, attrs_out);
+		status = ngnfs_fsal_status(
+		    ngnfs_fsal_attrs_hand_out(export, &handle, &attr, sequence, attrs_out));
 	else if (!FSAL_IS_ERROR(status))
 		status = ngnfs_fsal_attrs_out(file, attrs_out);
 	if (FSAL_IS_ERROR(status)) {
@@ -384,6 +393,29 @@ static fsal_openflags_t ngnfs_fsal_status2(struct fsal_obj_handle *fsal_object,
 
 	(void)fsal_object;
 	return fd->openflags;
+}
+
+/*
+ * An open by name may add the name to the directory's entries, which
+ * MDCACHE does after we return: the directory is in hand (fsal_up.c).
+ */
+static fsal_status_t ngnfs_fsal_open2(struct fsal_obj_handle *fsal_object, struct state_t *state,
+				      fsal_openflags_t openflags, enum fsal_create_mode createmode,
+				      const char *name, struct fsal_attrlist *attrs_set,
+				      fsal_verifier_t verifier, struct fsal_obj_handle **new_object,
+				      struct fsal_attrlist *attrs_out, bool *caller_perm_check)
+{
+	struct ngnfs_fsal_object *object = ngnfs_fsal_object_of(fsal_object);
+	fsal_status_t status;
+
+	if (name != NULL)
+		ngnfs_fsal_hand_begin(object->export, object->handle.ino);
+	status =
+	    ngnfs_fsal_open2_in_hand(fsal_object, state, openflags, createmode, name, attrs_set,
+				     verifier, new_object, attrs_out, caller_perm_check);
+	if (name != NULL)
+		ngnfs_fsal_hand_end(object->export, object->handle.ino);
+	return status;
 }
 
 static fsal_status_t ngnfs_fsal_reopen2(struct fsal_obj_handle *fsal_object, struct state_t *state,

@@ -41,23 +41,44 @@
  * Every delivered invalidation logs a DEBUG line of component FSAL_UP
  * ("NGNFS up: invalidated inode ..."), which the coherence test counts.
  *
+ * Reads a revocation overtakes.  MDCACHE stores what our calls return
+ * after they return, and its up-call clears trust bits without taking the
+ * entry's locks: attributes read from libcore before another client's
+ * revocation, but stored by MDCACHE after the invalidation was delivered,
+ * would stay trusted until Attr_Expiration_Time.  Two guards close that:
+ *
+ *  - every callback bumps a revocation sequence and stamps the inode's
+ *    slot with it (before anything else, tracked or not).  A call that
+ *    hands attributes to ganesha takes the sequence before its libcore
+ *    read and, if the inode's slot was stamped since, reads again
+ *    (ngnfs_fsal_attr_overtaken): a revocation that lands while libcore is
+ *    reading, the window that lasts a round trip, is never stored stale.
+ *  - a call marks the inodes it hands out (attributes, or a directory's
+ *    entries) as in hand from before its read until it returns
+ *    (ngnfs_fsal_hand_begin / _end).  A delivery that finds an inode in
+ *    hand, or handed out less than NGNFS_UP_REDO_WINDOW_MS ago, delivers
+ *    it again once the calls are done and the window has passed: what
+ *    MDCACHE stored between our return and its update, the window of a
+ *    few instructions unless the thread is preempted, is cleared at most
+ *    that long after the call returned.  A slot that stays in hand (a
+ *    directory looked up without pause) is delivered again after
+ *    NGNFS_UP_REDO_LIMIT_MS anyway.  Slots are shared by hash: a collision
+ *    costs a re-read or a second invalidation, never a missed one.
+ *
  * NGNFS_FSAL_TEST_UP_DELAY_MS (environment, tests only) makes the thread
  * wait that long before delivering each table, so a test can show that
  * the other gateway's change waits for the delivery.
+ * NGNFS_FSAL_TEST_GETATTR_READ_DELAY_MS and _RETURN_DELAY_MS (handle.c)
+ * stretch the two windows above inside getattrs.
  *
  * XXX:
  *  - a full table drops invalidations instead of flushing MDCACHE (ganesha
  *    4.3 gives an FSAL no call to do that).
- *  - attributes read from libcore just before another client's
- *    revocation and stored by MDCACHE just after it (our getattrs or
- *    lookup returns, then MDCACHE copies the attributes and marks them
- *    trusted, and an invalidation delivered in between finds nothing to
- *    clear, or a bit MDCACHE sets again) stay trusted until
- *    Attr_Expiration_Time.  The window is ganesha's (any FSAL with
- *    asynchronous up-calls has it) and lasts from libcore's answer to
- *    MDCACHE's update; narrowing it: remember recently revoked inodes and
- *    return attributes read shortly before such a revocation with
- *    expire_time_attr = 1.
+ *  - the second guard bounds, it does not close, the window after our
+ *    return: a client of this gateway may be answered from attributes or
+ *    entries stored in that window until the second delivery, up to
+ *    NGNFS_UP_REDO_WINDOW_MS after our call returned.  Closing it needs
+ *    ganesha to take the entry's attr_lock in its invalidate up-call.
  */
 
 #include "config.h"
@@ -67,6 +88,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fsal.h"
@@ -79,11 +101,27 @@
 #define NGNFS_UP_TABLE_SLOTS 8192
 /* generation tracking: buckets of a chained hash */
 #define NGNFS_UP_TRACK_BUCKETS 4096
+/* reads a revocation overtakes: slots shared by hash (power of two) */
+#define NGNFS_UP_HAND_SLOTS 4096
+/* how long after a call returned MDCACHE may still be storing its result */
+#define NGNFS_UP_REDO_WINDOW_MS 50
+/* a slot in hand that long is delivered again anyway */
+#define NGNFS_UP_REDO_LIMIT_MS 5000
+/* inodes waiting for their second delivery; more are counted and dropped */
+#define NGNFS_UP_REDO_SLOTS 1024
 
 struct ngnfs_fsal_up_pending {
 	uint64_t ino; /* 0: empty slot */
 	uint64_t generation;
 	bool dir_changed;
+	uint64_t redo_since_ns; /* redo list: when the first delivery was */
+};
+
+/* One slot of the reads in hand; every field is accessed atomically. */
+struct ngnfs_fsal_up_hand {
+	uint64_t revoked_sequence; /* the sequence when a revocation last hit */
+	uint64_t in_hand;	   /* calls between their read and their return */
+	uint64_t returned_ns;	   /* CLOCK_MONOTONIC of the last such return */
 };
 
 struct ngnfs_fsal_up_table {
@@ -117,16 +155,93 @@ struct ngnfs_fsal_up_queue {
 	pthread_mutex_t track_mutex;
 	struct ngnfs_fsal_up_tracked *tracked[NGNFS_UP_TRACK_BUCKETS];
 
+	/* reads a revocation overtakes (atomics, no lock) */
+	uint64_t revocation_sequence;
+	struct ngnfs_fsal_up_hand hands[NGNFS_UP_HAND_SLOTS];
+
 	/* only the thread touches these */
 	uint64_t received;
 	uint64_t delivered;
 	uint64_t dropped_logged;
+	/* delivered while a call had them in hand: to deliver again */
+	struct ngnfs_fsal_up_pending redo[NGNFS_UP_REDO_SLOTS];
+	unsigned int redo_count;
+	uint64_t redo_due_ns;
+	uint64_t redelivered;
+	uint64_t redo_dropped;
 	unsigned int test_delay_ms;
 };
 
 static unsigned int ngnfs_fsal_up_hash(uint64_t ino)
 {
 	return (unsigned int)((ino * 0x9e3779b97f4a7c15ULL) >> 40);
+}
+
+static uint64_t ngnfs_fsal_up_now_ns(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)now.tv_sec * 1000000000ULL + (uint64_t)now.tv_nsec;
+}
+
+static struct ngnfs_fsal_up_hand *ngnfs_fsal_up_hand_of(struct ngnfs_fsal_up_queue *queue,
+							uint64_t ino)
+{
+	return &queue->hands[ngnfs_fsal_up_hash(ino) & (NGNFS_UP_HAND_SLOTS - 1)];
+}
+
+uint64_t ngnfs_fsal_attr_sequence(struct ngnfs_fsal_export *export)
+{
+	struct ngnfs_fsal_up_queue *queue = export->up_queue;
+
+	if (queue == NULL)
+		return 0;
+	return __atomic_load_n(&queue->revocation_sequence, __ATOMIC_SEQ_CST);
+}
+
+bool ngnfs_fsal_attr_overtaken(struct ngnfs_fsal_export *export, uint64_t ino, uint64_t sequence)
+{
+	struct ngnfs_fsal_up_queue *queue = export->up_queue;
+
+	if (queue == NULL)
+		return false;
+	return __atomic_load_n(&ngnfs_fsal_up_hand_of(queue, ino)->revoked_sequence,
+			       __ATOMIC_SEQ_CST) > sequence;
+}
+
+void ngnfs_fsal_hand_begin(struct ngnfs_fsal_export *export, uint64_t ino)
+{
+	struct ngnfs_fsal_up_queue *queue = export->up_queue;
+
+	if (queue != NULL)
+		__atomic_add_fetch(&ngnfs_fsal_up_hand_of(queue, ino)->in_hand, 1,
+				   __ATOMIC_SEQ_CST);
+}
+
+void ngnfs_fsal_hand_end(struct ngnfs_fsal_export *export, uint64_t ino)
+{
+	struct ngnfs_fsal_up_queue *queue = export->up_queue;
+	struct ngnfs_fsal_up_hand *hand;
+
+	if (queue == NULL)
+		return;
+	hand = ngnfs_fsal_up_hand_of(queue, ino);
+	/* stamped before the count drops: the thread never sees neither */
+	__atomic_store_n(&hand->returned_ns, ngnfs_fsal_up_now_ns(), __ATOMIC_SEQ_CST);
+	__atomic_sub_fetch(&hand->in_hand, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Whether MDCACHE may store what a call read of ino after a delivery now. */
+static bool ngnfs_fsal_up_in_hand(struct ngnfs_fsal_up_queue *queue, uint64_t ino, uint64_t now_ns)
+{
+	struct ngnfs_fsal_up_hand *hand = ngnfs_fsal_up_hand_of(queue, ino);
+	uint64_t returned_ns;
+
+	if (__atomic_load_n(&hand->in_hand, __ATOMIC_SEQ_CST) != 0)
+		return true;
+	returned_ns = __atomic_load_n(&hand->returned_ns, __ATOMIC_SEQ_CST);
+	return returned_ns != 0 && now_ns < returned_ns + NGNFS_UP_REDO_WINDOW_MS * 1000000ULL;
 }
 
 static bool ngnfs_fsal_up_is_tracked(struct ngnfs_fsal_up_queue *queue, uint64_t ino);
@@ -141,9 +256,15 @@ static uint64_t ngnfs_fsal_up_invalidated(void *arg, const struct ngnfs_handle *
 	struct ngnfs_fsal_up_queue *queue = arg;
 	struct ngnfs_fsal_up_table *table;
 	struct ngnfs_fsal_up_pending *slot;
-	uint64_t ticket;
+	uint64_t ticket, sequence;
 	unsigned int i;
 
+	/* Before the tracked check: a lookup may be reading it right now. */
+	if (handle->ino != 0) {
+		sequence = __atomic_add_fetch(&queue->revocation_sequence, 1, __ATOMIC_SEQ_CST);
+		__atomic_store_n(&ngnfs_fsal_up_hand_of(queue, handle->ino)->revoked_sequence,
+				 sequence, __ATOMIC_SEQ_CST);
+	}
 	/* Never handed to ganesha: MDCACHE cannot have it. */
 	if (handle->ino == 0 || !ngnfs_fsal_up_is_tracked(queue, handle->ino))
 		return 0;
@@ -292,11 +413,68 @@ static void ngnfs_fsal_up_deliver(struct ngnfs_fsal_up_queue *queue,
 	}
 }
 
+/* Remembers a delivered inode that a call still had in hand. */
+static void ngnfs_fsal_up_redo_add(struct ngnfs_fsal_up_queue *queue,
+				   const struct ngnfs_fsal_up_pending *pending, uint64_t now_ns)
+{
+	struct ngnfs_fsal_up_pending *slot;
+	unsigned int i;
+
+	for (i = 0; i < queue->redo_count; i++) {
+		slot = &queue->redo[i];
+		if (slot->ino == pending->ino) {
+			if (slot->generation != pending->generation)
+				slot->generation = 0; /* every generation we track */
+			slot->dir_changed |= pending->dir_changed;
+			return;
+		}
+	}
+	if (queue->redo_count == NGNFS_UP_REDO_SLOTS) {
+		queue->redo_dropped++;
+		return;
+	}
+	slot = &queue->redo[queue->redo_count++];
+	*slot = *pending;
+	slot->redo_since_ns = now_ns;
+	if (queue->redo_count == 1)
+		queue->redo_due_ns = now_ns + NGNFS_UP_REDO_WINDOW_MS * 1000000ULL;
+}
+
+/*
+ * Delivers again what no call has in hand any more (or has had in hand
+ * for NGNFS_UP_REDO_LIMIT_MS); what is still in hand waits for the next
+ * round.  Runs on the thread without the queue's mutex.
+ */
+static void ngnfs_fsal_up_redo(struct ngnfs_fsal_up_queue *queue)
+{
+	struct ngnfs_fsal_up_pending *slot;
+	uint64_t now_ns = ngnfs_fsal_up_now_ns();
+	unsigned int i = 0;
+
+	while (i < queue->redo_count) {
+		slot = &queue->redo[i];
+		if (ngnfs_fsal_up_in_hand(queue, slot->ino, now_ns) &&
+		    now_ns < slot->redo_since_ns + NGNFS_UP_REDO_LIMIT_MS * 1000000ULL) {
+			i++;
+			continue;
+		}
+		queue->redelivered++;
+		LogDebug(COMPONENT_FSAL_UP,
+			 "NGNFS up: delivering inode %" PRIu64
+			 " again (a call had it in hand at the first delivery)",
+			 slot->ino);
+		ngnfs_fsal_up_deliver(queue, slot);
+		*slot = queue->redo[--queue->redo_count];
+	}
+	queue->redo_due_ns = now_ns + NGNFS_UP_REDO_WINDOW_MS * 1000000ULL;
+}
+
 static void *ngnfs_fsal_up_thread(void *arg)
 {
 	struct ngnfs_fsal_up_queue *queue = arg;
 	struct ngnfs_fsal_up_table *table;
-	uint64_t dropped, ticket;
+	struct timespec deadline;
+	uint64_t dropped, ticket, now_ns;
 	unsigned int i;
 
 	/* MDCACHE takes up-calls only once the export is fully set up */
@@ -306,10 +484,26 @@ static void *ngnfs_fsal_up_thread(void *arg)
 	queue->ready = true;
 	for (;;) {
 		while (!queue->stopping && queue->pending->count == 0 &&
-		       queue->dropped == queue->dropped_logged)
-			pthread_cond_wait(&queue->wake, &queue->mutex);
+		       queue->dropped == queue->dropped_logged) {
+			if (queue->redo_count == 0) {
+				pthread_cond_wait(&queue->wake, &queue->mutex);
+				continue;
+			}
+			if (ngnfs_fsal_up_now_ns() >= queue->redo_due_ns)
+				break;
+			deadline.tv_sec = (time_t)(queue->redo_due_ns / 1000000000ULL);
+			deadline.tv_nsec = (long)(queue->redo_due_ns % 1000000000ULL);
+			pthread_cond_timedwait(&queue->wake, &queue->mutex, &deadline);
+		}
 		if (queue->stopping)
 			break;
+		if (queue->pending->count == 0 && queue->dropped == queue->dropped_logged) {
+			/* only a redo is due */
+			pthread_mutex_unlock(&queue->mutex);
+			ngnfs_fsal_up_redo(queue);
+			pthread_mutex_lock(&queue->mutex);
+			continue;
+		}
 		table = queue->pending;
 		queue->pending = queue->spare;
 		queue->spare = NULL;
@@ -333,10 +527,16 @@ static void *ngnfs_fsal_up_thread(void *arg)
 				continue;
 			queue->received++;
 			ngnfs_fsal_up_deliver(queue, &table->slots[i]);
+			/* after the delivery: a call that took its hand before it is seen */
+			now_ns = ngnfs_fsal_up_now_ns();
+			if (ngnfs_fsal_up_in_hand(queue, table->slots[i].ino, now_ns))
+				ngnfs_fsal_up_redo_add(queue, &table->slots[i], now_ns);
 		}
 		memset(table, 0, sizeof(*table));
 		/* MDCACHE no longer trusts these: the other client may go on. */
 		ngnfs_invalidations_delivered(queue->export->fs, ticket);
+		if (queue->redo_count > 0 && ngnfs_fsal_up_now_ns() >= queue->redo_due_ns)
+			ngnfs_fsal_up_redo(queue);
 
 		pthread_mutex_lock(&queue->mutex);
 		queue->spare = table;
@@ -345,9 +545,28 @@ static void *ngnfs_fsal_up_thread(void *arg)
 	return NULL;
 }
 
+/* A getattrs delay from the environment (tests only), at most 10 s. */
+static unsigned int ngnfs_fsal_up_test_delay(struct ngnfs_fsal_export *export, const char *variable,
+					     const char *where)
+{
+	const char *text = getenv(variable);
+	unsigned long delay_ms;
+
+	if (text == NULL)
+		return 0;
+	delay_ms = strtoul(text, NULL, 10);
+	if (delay_ms > 10000)
+		delay_ms = 10000;
+	LogWarn(COMPONENT_FSAL,
+		"NGNFS: export %u delays every getattrs by %lu ms %s (%s, for tests)",
+		export->export.export_id, delay_ms, where, variable);
+	return (unsigned int)delay_ms;
+}
+
 int ngnfs_fsal_up_start(struct ngnfs_fsal_export *export)
 {
 	struct ngnfs_fsal_up_queue *queue;
+	pthread_condattr_t condattr;
 	const char *test_delay;
 	int ret;
 
@@ -363,11 +582,21 @@ int ngnfs_fsal_up_start(struct ngnfs_fsal_export *export)
 			"(NGNFS_FSAL_TEST_UP_DELAY_MS, for tests)",
 			export->export.export_id, queue->test_delay_ms);
 	}
+	export->test_getattr_read_delay_ms =
+	    ngnfs_fsal_up_test_delay(export, "NGNFS_FSAL_TEST_GETATTR_READ_DELAY_MS",
+				     "between its libcore read and the overtaken check");
+	export->test_getattr_return_delay_ms =
+	    ngnfs_fsal_up_test_delay(export, "NGNFS_FSAL_TEST_GETATTR_RETURN_DELAY_MS",
+				     "between the overtaken check and its return");
 	queue->pending = gsh_calloc(1, sizeof(*queue->pending));
 	queue->spare = gsh_calloc(1, sizeof(*queue->spare));
 	pthread_mutex_init(&queue->mutex, NULL);
 	pthread_mutex_init(&queue->track_mutex, NULL);
-	pthread_cond_init(&queue->wake, NULL);
+	/* the redo deadline is CLOCK_MONOTONIC, like the stamps of the hands */
+	pthread_condattr_init(&condattr);
+	pthread_condattr_setclock(&condattr, CLOCK_MONOTONIC);
+	pthread_cond_init(&queue->wake, &condattr);
+	pthread_condattr_destroy(&condattr);
 	export->up_queue = queue;
 
 	ret = pthread_create(&queue->thread, NULL, ngnfs_fsal_up_thread, queue);
@@ -408,8 +637,10 @@ void ngnfs_fsal_up_stop(struct ngnfs_fsal_export *export)
 	ngnfs_invalidations_delivered(export->fs, UINT64_MAX);
 	LogEvent(COMPONENT_FSAL_UP,
 		 "NGNFS up: export %u delivered %" PRIu64 " invalidations for %" PRIu64
-		 " revoked inodes, dropped %" PRIu64,
-		 export->export.export_id, queue->delivered, queue->received, queue->dropped);
+		 " revoked inodes and %" PRIu64 " second deliveries (a call had the inode in "
+		 "hand), dropped %" PRIu64 " (and %" PRIu64 " second deliveries)",
+		 export->export.export_id, queue->delivered, queue->received, queue->redelivered,
+		 queue->dropped, queue->redo_dropped);
 }
 
 void ngnfs_fsal_up_free(struct ngnfs_fsal_export *export)

@@ -45,6 +45,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -102,17 +103,90 @@ static struct ngnfs_fsal_object *ngnfs_fsal_object_alloc(struct ngnfs_fsal_expor
 	return object;
 }
 
-/* Hands a new object and, if asked for, its attributes to the caller. */
+/* How often a read overtaken by revocations is tried before we give up. */
+#define NGNFS_ATTR_READS_MAX 8
+
+/*
+ * ngnfs_getattr for attributes that go to ganesha: reads again while a
+ * revocation of the inode overtook the read (fsal_up.c), so MDCACHE does
+ * not store what another client changed meanwhile.  The caller has the
+ * inode in hand (ngnfs_fsal_hand_begin): if revocations keep overtaking
+ * us, the last read goes out and the second delivery clears it.
+ */
+int ngnfs_fsal_getattr_settled(struct ngnfs_fsal_export *export, const struct ngnfs_handle *handle,
+			       struct ngnfs_attr *attr)
+{
+	unsigned int reads;
+	uint64_t sequence;
+	int ret;
+
+	for (reads = 1;; reads++) {
+		sequence = ngnfs_fsal_attr_sequence(export);
+		ret = ngnfs_getattr(export->fs, handle, attr);
+		if (ret < 0)
+			return ret;
+		if (export->test_getattr_read_delay_ms)
+			usleep(export->test_getattr_read_delay_ms * 1000);
+		if (!ngnfs_fsal_attr_overtaken(export, handle->ino, sequence))
+			return 0;
+		if (reads == NGNFS_ATTR_READS_MAX) {
+			LogInfo(
+			    COMPONENT_FSAL,
+			    "NGNFS: attributes of inode %" PRIu64
+			    " were overtaken by revocations %u times; handing out the last read",
+			    handle->ino, reads);
+			return 0;
+		}
+		LogDebug(COMPONENT_FSAL,
+			 "NGNFS: attributes of inode %" PRIu64
+			 " were overtaken by a revocation; reading them again",
+			 handle->ino);
+	}
+}
+
+/*
+ * Fills attrs_out from attr, which a libcore call read after taking
+ * sequence (ngnfs_fsal_attr_sequence); reads again if a revocation of the
+ * inode overtook that call.  Returns 0 or a negative errno.
+ */
+int ngnfs_fsal_attrs_hand_out(struct ngnfs_fsal_export *export, const struct ngnfs_handle *handle,
+			      const struct ngnfs_attr *attr, uint64_t sequence,
+			      struct fsal_attrlist *attrs_out)
+{
+	struct ngnfs_attr again;
+	int ret = 0;
+
+	ngnfs_fsal_hand_begin(export, handle->ino);
+	if (ngnfs_fsal_attr_overtaken(export, handle->ino, sequence)) {
+		ret = ngnfs_fsal_getattr_settled(export, handle, &again);
+		attr = &again;
+	}
+	if (ret == 0)
+		ngnfs_fsal_attr_to_fsal(export, attr, attrs_out);
+	ngnfs_fsal_hand_end(export, handle->ino);
+	return ret;
+}
+
+/*
+ * Hands a new object and, if asked for, its attributes to the caller;
+ * attr was read after taking sequence.
+ */
 fsal_status_t ngnfs_fsal_object_out(struct ngnfs_fsal_export *export,
 				    const struct ngnfs_handle *handle,
-				    const struct ngnfs_attr *attr,
+				    const struct ngnfs_attr *attr, uint64_t sequence,
 				    struct fsal_obj_handle **object_out,
 				    struct fsal_attrlist *attrs_out)
 {
 	struct ngnfs_fsal_object *object = ngnfs_fsal_object_alloc(export, handle, attr);
+	int ret;
 
-	if (attrs_out != NULL)
-		ngnfs_fsal_attr_to_fsal(export, attr, attrs_out);
+	if (attrs_out != NULL) {
+		ret = ngnfs_fsal_attrs_hand_out(export, handle, attr, sequence, attrs_out);
+		if (ret < 0) {
+			object->object.obj_ops->release(&object->object);
+			return ngnfs_fsal_status(ret);
+		}
+	}
 	*object_out = &object->object;
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
@@ -124,17 +198,26 @@ static fsal_status_t ngnfs_fsal_lookup(struct fsal_obj_handle *dir_object, const
 	struct ngnfs_fsal_object *dir = ngnfs_fsal_object_of(dir_object);
 	struct ngnfs_handle handle;
 	struct ngnfs_attr attr;
+	fsal_status_t status;
+	uint64_t sequence;
 	int ret;
 
+	/* MDCACHE adds the name to the directory's entries after we return */
+	ngnfs_fsal_hand_begin(dir->export, dir->handle.ino);
+	sequence = ngnfs_fsal_attr_sequence(dir->export);
 	ret = ngnfs_lookup(dir->export->fs, &dir->handle, name, &handle, &attr);
 	if (ret < 0) {
 		if (ret != -ENOENT)
 			LogDebug(COMPONENT_FSAL,
 				 "NGNFS: lookup of \"%s\" in inode %" PRIu64 " failed: %s", name,
 				 dir->handle.ino, ngnfs_last_error());
-		return ngnfs_fsal_status(ret);
+		status = ngnfs_fsal_status(ret);
+	} else {
+		status = ngnfs_fsal_object_out(dir->export, &handle, &attr, sequence, object_out,
+					       attrs_out);
 	}
-	return ngnfs_fsal_object_out(dir->export, &handle, &attr, object_out, attrs_out);
+	ngnfs_fsal_hand_end(dir->export, dir->handle.ino);
+	return status;
 }
 
 struct ngnfs_fsal_readdir_entry {
@@ -195,10 +278,13 @@ static int ngnfs_fsal_readdir_deliver(struct ngnfs_fsal_object *dir,
 		return -EIO;
 	}
 
-	ret = ngnfs_getattr(export->fs, &entry->handle, &attr);
-	if (ret == -ESTALE || ret == -ENOENT)
-		return 0;
+	/* MDCACHE stores the attributes inside the callback */
+	ngnfs_fsal_hand_begin(export, entry->handle.ino);
+	ret = ngnfs_fsal_getattr_settled(export, &entry->handle, &attr);
 	if (ret < 0) {
+		ngnfs_fsal_hand_end(export, entry->handle.ino);
+		if (ret == -ESTALE || ret == -ENOENT)
+			return 0;
 		LogDebug(COMPONENT_FSAL, "NGNFS: getattr of \"%s\" (inode %" PRIu64 ") failed: %s",
 			 entry->name, entry->handle.ino, ngnfs_last_error());
 		return ret;
@@ -210,6 +296,7 @@ static int ngnfs_fsal_readdir_deliver(struct ngnfs_fsal_object *dir,
 	/* The callback owns the object from here on. */
 	result = cb(entry->name, &object->object, &attrs, dir_state, entry->cookie);
 	fsal_release_attrs(&attrs);
+	ngnfs_fsal_hand_end(export, entry->handle.ino);
 	return result >= DIR_TERMINATE ? 1 : 0;
 }
 
@@ -226,6 +313,8 @@ static fsal_status_t ngnfs_fsal_readdir(struct fsal_obj_handle *dir_object, fsal
 
 	*eof = false;
 	batch = gsh_malloc(sizeof(*batch));
+	/* MDCACHE fills and then trusts the directory's entries */
+	ngnfs_fsal_hand_begin(dir->export, dir->handle.ino);
 	while (!end_of_directory) {
 		batch->count = 0;
 		ret = ngnfs_readdir(dir->export->fs, &dir->handle, cookie,
@@ -256,6 +345,7 @@ static fsal_status_t ngnfs_fsal_readdir(struct fsal_obj_handle *dir_object, fsal
 		}
 	}
 	gsh_free(batch);
+	ngnfs_fsal_hand_end(dir->export, dir->handle.ino);
 
 	if (ret < 0)
 		return ngnfs_fsal_status(ret);
@@ -268,18 +358,25 @@ static fsal_status_t ngnfs_fsal_getattrs(struct fsal_obj_handle *fsal_object,
 					 struct fsal_attrlist *attrs)
 {
 	struct ngnfs_fsal_object *object = ngnfs_fsal_object_of(fsal_object);
+	struct ngnfs_fsal_export *export = object->export;
 	struct ngnfs_attr attr;
 	int ret;
 
-	ret = ngnfs_getattr(object->export->fs, &object->handle, &attr);
+	ngnfs_fsal_hand_begin(export, object->handle.ino);
+	ret = ngnfs_fsal_getattr_settled(export, &object->handle, &attr);
 	if (ret < 0) {
+		ngnfs_fsal_hand_end(export, object->handle.ino);
 		LogDebug(COMPONENT_FSAL, "NGNFS: getattr of inode %" PRIu64 " failed: %s",
 			 object->handle.ino, ngnfs_last_error());
 		if (attrs->request_mask & ATTR_RDATTR_ERR)
 			attrs->valid_mask = ATTR_RDATTR_ERR;
 		return ngnfs_fsal_status(ret);
 	}
-	ngnfs_fsal_attr_to_fsal(object->export, &attr, attrs);
+	/* a thread preempted between our return and MDCACHE's update */
+	if (export->test_getattr_return_delay_ms)
+		usleep(export->test_getattr_return_delay_ms * 1000);
+	ngnfs_fsal_attr_to_fsal(export, &attr, attrs);
+	ngnfs_fsal_hand_end(export, object->handle.ino);
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
 
@@ -432,9 +529,9 @@ fsal_status_t ngnfs_fsal_may_change_dir(struct fsal_obj_handle *dir_object,
  * the caller, then applies whatever else attrs_in asks for.
  */
 static fsal_status_t
-ngnfs_fsal_create_object(struct ngnfs_fsal_object *dir, const char *name, uint32_t mode,
-			 uint64_t rdev, const char *symlink_target, struct fsal_attrlist *attrs_in,
-			 struct fsal_obj_handle **object_out, struct fsal_attrlist *attrs_out)
+ngnfs_fsal_create_in_hand(struct ngnfs_fsal_object *dir, const char *name, uint32_t mode,
+			  uint64_t rdev, const char *symlink_target, struct fsal_attrlist *attrs_in,
+			  struct fsal_obj_handle **object_out, struct fsal_attrlist *attrs_out)
 {
 	struct ngnfs_fsal_export *export = dir->export;
 	struct ngnfs_fsal_object *object;
@@ -444,12 +541,14 @@ ngnfs_fsal_create_object(struct ngnfs_fsal_object *dir, const char *name, uint32
 	uint32_t uid = (uint32_t)op_ctx->creds.caller_uid;
 	uint32_t gid = (uint32_t)op_ctx->creds.caller_gid;
 	fsal_status_t status;
+	uint64_t sequence;
 	int ret;
 
 	*object_out = NULL;
 	status = ngnfs_fsal_may_change_dir(&dir->object, NULL);
 	if (FSAL_IS_ERROR(status))
 		return status;
+	sequence = ngnfs_fsal_attr_sequence(export);
 	if (symlink_target != NULL)
 		ret = ngnfs_symlink(export->fs, &dir->handle, name, symlink_target, uid, gid,
 				    &handle, &attr);
@@ -465,7 +564,7 @@ ngnfs_fsal_create_object(struct ngnfs_fsal_object *dir, const char *name, uint32
 		return ngnfs_fsal_status(ret);
 	}
 
-	status = ngnfs_fsal_object_out(export, &handle, &attr, object_out, NULL);
+	status = ngnfs_fsal_object_out(export, &handle, &attr, sequence, object_out, NULL);
 	object = ngnfs_fsal_object_of(*object_out);
 
 	/* The mode went with the create; the rest is a setattr. */
@@ -477,6 +576,7 @@ ngnfs_fsal_create_object(struct ngnfs_fsal_object *dir, const char *name, uint32
 		if (FSAL_TEST_MASK(rest.valid_mask, ATTR_GROUP) && rest.group == gid)
 			rest.valid_mask &= ~ATTR_GROUP;
 		if (rest.valid_mask != 0) {
+			sequence = ngnfs_fsal_attr_sequence(export);
 			status = ngnfs_fsal_setattr_object(object, &rest, &attr);
 			if (FSAL_IS_ERROR(status)) {
 				LogDebug(COMPONENT_FSAL,
@@ -490,8 +590,30 @@ ngnfs_fsal_create_object(struct ngnfs_fsal_object *dir, const char *name, uint32
 			}
 		}
 	}
-	if (attrs_out != NULL)
-		ngnfs_fsal_attr_to_fsal(export, &attr, attrs_out);
+	if (attrs_out != NULL) {
+		ret = ngnfs_fsal_attrs_hand_out(export, &handle, &attr, sequence, attrs_out);
+		if (ret < 0) {
+			/* made, but changed away under us: the client looks it up */
+			(*object_out)->obj_ops->release(*object_out);
+			*object_out = NULL;
+			return ngnfs_fsal_status(ret);
+		}
+	}
+	return status;
+}
+
+/* MDCACHE adds the new name to the directory's entries after we return. */
+static fsal_status_t
+ngnfs_fsal_create_object(struct ngnfs_fsal_object *dir, const char *name, uint32_t mode,
+			 uint64_t rdev, const char *symlink_target, struct fsal_attrlist *attrs_in,
+			 struct fsal_obj_handle **object_out, struct fsal_attrlist *attrs_out)
+{
+	fsal_status_t status;
+
+	ngnfs_fsal_hand_begin(dir->export, dir->handle.ino);
+	status = ngnfs_fsal_create_in_hand(dir, name, mode, rdev, symlink_target, attrs_in,
+					   object_out, attrs_out);
+	ngnfs_fsal_hand_end(dir->export, dir->handle.ino);
 	return status;
 }
 
@@ -604,7 +726,10 @@ static fsal_status_t ngnfs_fsal_link(struct fsal_obj_handle *fsal_object,
 	struct ngnfs_fsal_object *dir = ngnfs_fsal_object_of(dir_object);
 	int ret;
 
+	/* MDCACHE adds the name to the directory's entries after we return */
+	ngnfs_fsal_hand_begin(dir->export, dir->handle.ino);
 	ret = ngnfs_link(object->export->fs, &object->handle, &dir->handle, name);
+	ngnfs_fsal_hand_end(dir->export, dir->handle.ino);
 	if (ret < 0 && ret != -EEXIST)
 		LogDebug(COMPONENT_FSAL,
 			 "NGNFS: link of inode %" PRIu64 " as \"%s\" in inode %" PRIu64
@@ -648,8 +773,13 @@ static fsal_status_t ngnfs_fsal_rename(struct fsal_obj_handle *fsal_object,
 			return status;
 	}
 
+	/* MDCACHE moves the name between the directories' entries after we return */
+	ngnfs_fsal_hand_begin(old_dir->export, old_dir->handle.ino);
+	ngnfs_fsal_hand_begin(new_dir->export, new_dir->handle.ino);
 	ret = ngnfs_rename(old_dir->export->fs, &old_dir->handle, old_name, &new_dir->handle,
 			   new_name);
+	ngnfs_fsal_hand_end(new_dir->export, new_dir->handle.ino);
+	ngnfs_fsal_hand_end(old_dir->export, old_dir->handle.ino);
 	if (ret < 0)
 		LogDebug(COMPONENT_FSAL,
 			 "NGNFS: rename of \"%s\" in inode %" PRIu64 " to \"%s\" in inode %" PRIu64
@@ -763,10 +893,12 @@ fsal_status_t ngnfs_fsal_lookup_path(struct fsal_export *fsal_export, const char
 	struct ngnfs_attr attr;
 	char name[NGNFS_NAME_MAX + 1];
 	const char *start = path;
+	uint64_t sequence;
 	size_t length;
 	int ret;
 
 	*object_out = NULL;
+	sequence = ngnfs_fsal_attr_sequence(export);
 	ret = ngnfs_getattr(export->fs, &handle, &attr);
 	while (ret == 0) {
 		while (*start == '/')
@@ -789,7 +921,7 @@ fsal_status_t ngnfs_fsal_lookup_path(struct fsal_export *fsal_export, const char
 			fsal_export->export_id, path, ngnfs_last_error());
 		return ngnfs_fsal_status(ret);
 	}
-	return ngnfs_fsal_object_out(export, &handle, &attr, object_out, attrs_out);
+	return ngnfs_fsal_object_out(export, &handle, &attr, sequence, object_out, attrs_out);
 }
 
 /* Turns a wire handle (checked by wire_to_host) back into an object. */
@@ -800,6 +932,7 @@ fsal_status_t ngnfs_fsal_create_handle(struct fsal_export *fsal_export, struct g
 	struct ngnfs_fsal_export *export = ngnfs_fsal_export_of(fsal_export);
 	struct ngnfs_handle handle;
 	struct ngnfs_attr attr;
+	uint64_t sequence;
 	int ret;
 
 	*object_out = NULL;
@@ -809,6 +942,7 @@ fsal_status_t ngnfs_fsal_create_handle(struct fsal_export *fsal_export, struct g
 		return fsalstat(ERR_FSAL_BADHANDLE, 0);
 	}
 	ngnfs_handle_from_wire(wire->addr, &handle);
+	sequence = ngnfs_fsal_attr_sequence(export);
 	ret = ngnfs_getattr(export->fs, &handle, &attr);
 	if (ret < 0) {
 		LogDebug(COMPONENT_FSAL,
@@ -816,5 +950,5 @@ fsal_status_t ngnfs_fsal_create_handle(struct fsal_export *fsal_export, struct g
 			 handle.ino, handle.generation, ngnfs_last_error());
 		return ngnfs_fsal_status(ret);
 	}
-	return ngnfs_fsal_object_out(export, &handle, &attr, object_out, attrs_out);
+	return ngnfs_fsal_object_out(export, &handle, &attr, sequence, object_out, attrs_out);
 }

@@ -83,6 +83,9 @@ struct ngnfs_fsal_export {
 	fsal_fsid_t fsid;
 	/* invalidations from libcore waiting for the up-call thread */
 	struct ngnfs_fsal_up_queue *up_queue;
+	/* tests only: NGNFS_FSAL_TEST_GETATTR_READ_DELAY_MS and _RETURN_ */
+	unsigned int test_getattr_read_delay_ms;
+	unsigned int test_getattr_return_delay_ms;
 };
 
 /*
@@ -129,9 +132,14 @@ void ngnfs_fsal_attr_to_fsal(const struct ngnfs_fsal_export *export, const struc
 			     struct fsal_attrlist *attrs);
 fsal_status_t ngnfs_fsal_object_out(struct ngnfs_fsal_export *export,
 				    const struct ngnfs_handle *handle,
-				    const struct ngnfs_attr *attr,
+				    const struct ngnfs_attr *attr, uint64_t sequence,
 				    struct fsal_obj_handle **object_out,
 				    struct fsal_attrlist *attrs_out);
+int ngnfs_fsal_getattr_settled(struct ngnfs_fsal_export *export, const struct ngnfs_handle *handle,
+			       struct ngnfs_attr *attr);
+int ngnfs_fsal_attrs_hand_out(struct ngnfs_fsal_export *export, const struct ngnfs_handle *handle,
+			      const struct ngnfs_attr *attr, uint64_t sequence,
+			      struct fsal_attrlist *attrs_out);
 fsal_status_t ngnfs_fsal_may_change_dir(struct fsal_obj_handle *dir_object,
 					const struct ngnfs_handle *victim);
 fsal_status_t ngnfs_fsal_setattr_object(struct ngnfs_fsal_object *object,
@@ -159,6 +167,17 @@ void ngnfs_fsal_up_stop(struct ngnfs_fsal_export *export);
 void ngnfs_fsal_up_free(struct ngnfs_fsal_export *export);
 void ngnfs_fsal_up_track(struct ngnfs_fsal_export *export, const struct ngnfs_handle *handle);
 void ngnfs_fsal_up_untrack(struct ngnfs_fsal_export *export, const struct ngnfs_handle *handle);
+/*
+ * Reads a revocation overtakes (fsal_up.c): take the sequence before a
+ * libcore read whose attributes go to ganesha, and read again while
+ * ngnfs_fsal_attr_overtaken says a revocation of the inode came since;
+ * bracket every call that hands attributes or entries of an inode to
+ * ganesha with ngnfs_fsal_hand_begin (before its read) and _end.
+ */
+uint64_t ngnfs_fsal_attr_sequence(struct ngnfs_fsal_export *export);
+bool ngnfs_fsal_attr_overtaken(struct ngnfs_fsal_export *export, uint64_t ino, uint64_t sequence);
+void ngnfs_fsal_hand_begin(struct ngnfs_fsal_export *export, uint64_t ino);
+void ngnfs_fsal_hand_end(struct ngnfs_fsal_export *export, uint64_t ino);
 
 /* errors.c: a negative errno from libcore as an FSAL status. */
 fsal_errors_t ngnfs_fsal_error(int error);

@@ -1490,6 +1490,132 @@ static void test_change_waits_for_invalidation(void **state)
 	check(ganesha_instance_stop(slow) == 0, "the slow gateway did not stop cleanly");
 }
 
+struct stat_in_thread {
+	struct nfs_context *nfs;
+	const char *path;
+	int ret;
+	unsigned int mode;
+	uint64_t finished_ms;
+};
+
+static void *stat_in_thread(void *arg)
+{
+	struct stat_in_thread *call = arg;
+	struct nfs_stat_64 st;
+
+	call->ret = nfs_stat64(call->nfs, call->path, &st);
+	call->mode = (unsigned int)(st.nfs_mode & 07777);
+	call->finished_ms = now_ms();
+	return NULL;
+}
+
+/*
+ * A revocation that overtakes a getattrs of another gateway, whose MDCACHE
+ * trusts attributes for an hour (fsal_up.c, "Reads a revocation
+ * overtakes").  The slow gateway's getattrs waits 1.5 s at one of two
+ * points (variable): between its libcore read and the overtaken check, or
+ * after the check, as a thread preempted before MDCACHE stores what we
+ * returned.  A chmod through gateway a lands in that wait and returns.
+ *
+ * - read window: the getattrs must read again and hand out the new mode,
+ *   and the very next stat through the slow gateway must show it (without
+ *   the check MDCACHE stores the old mode, trusted for an hour);
+ * - return window: the slow gateway must deliver the invalidation a second
+ *   time once the getattrs returned, so a stat through it shows the new
+ *   mode within a second (without that, never).
+ */
+static void check_overtaken_getattr(const char *variable, const char *name, const char *path)
+{
+	static const char slow_export[] = "\tAttr_Expiration_Time = 3600;\n";
+	bool read_window = strstr(variable, "READ") != NULL;
+	struct stat_in_thread call = { .path = path };
+	struct ganesha_instance *slow;
+	struct nfs_context *a, *s;
+	struct nfs_stat_64 st;
+	uint64_t chmod_returned, stale_until;
+	pthread_t thread;
+
+	setenv(variable, "1500", 1);
+	slow = start_gateway(name, "stable", slow_export, coherence_log);
+	unsetenv(variable);
+	check(slow != NULL, "the gateway with %s did not start", variable);
+	a = nfs_connect(gateway);
+	s = nfs_connect(slow);
+	call.nfs = nfs_connect(slow);
+	create_with(a, path, (const uint8_t *)"x", 1);
+	check_nfs(a, nfs_chmod(a, path, 0600));
+	check_nfs(s, nfs_stat64(s, path, &st));
+	check((st.nfs_mode & 07777) == 0600, "%s: expected mode 0600 through %s, got 0%o", path,
+	      name, (unsigned int)(st.nfs_mode & 07777));
+	/* the slow gateway's MDCACHE no longer trusts them: the next stat reads */
+	check_nfs(a, nfs_chmod(a, path, 0601));
+
+	check(pthread_create(&thread, NULL, stat_in_thread, &call) == 0, "pthread_create");
+	sleep_ms(500);
+	check_nfs(a, nfs_chmod(a, path, 0602));
+	chmod_returned = now_ms();
+	pthread_join(thread, NULL);
+	check(call.ret == 0, "%s: stat through %s failed: %s", path, name, nfs_get_error(call.nfs));
+	check(call.finished_ms > chmod_returned,
+	      "%s: the race was not set up: the stat through %s returned before the chmod "
+	      "through gateway a did (the stat must be inside its 1.5 s wait)",
+	      path, name);
+
+	if (read_window) {
+		check(call.mode == 0602,
+		      "%s: the getattrs overtaken by the chmod should have read again and "
+		      "returned 0602, got 0%o",
+		      path, call.mode);
+		check_nfs(s, nfs_stat64(s, path, &st));
+		check((st.nfs_mode & 07777) == 0602,
+		      "%s: right after the overtaken stat, %s answered mode 0%o, expected 0602 "
+		      "(MDCACHE stored the attributes read before the chmod)",
+		      path, name, (unsigned int)(st.nfs_mode & 07777));
+		check(count_in_log(slow, "were overtaken by a revocation; reading them again") >= 1,
+		      "expected %s to log the second read", name);
+		stale_until = now_ms();
+	} else {
+		/* what MDCACHE stored after the delivery is cleared by the second one */
+		for (;;) {
+			check_nfs(s, nfs_stat64(s, path, &st));
+			stale_until = now_ms();
+			if ((st.nfs_mode & 07777) == 0602)
+				break;
+			check(now_ms() < call.finished_ms + 1000,
+			      "%s: %s still answers mode 0%o 1 s after its stat returned, expected "
+			      "0602 (MDCACHE trusts what it stored after the invalidation)",
+			      path, name, (unsigned int)(st.nfs_mode & 07777));
+			sleep_ms(10);
+		}
+		check(count_in_log(slow, "again (a call had it in hand at the first delivery)") >=
+			  1,
+		      "expected %s to log the second delivery", name);
+	}
+	print_message("%s: stat through %s returned 0%o %llu ms after the chmod; new mode seen "
+		      "%llu ms after that stat returned\n",
+		      path, name, call.mode,
+		      (unsigned long long)(call.finished_ms - chmod_returned),
+		      (unsigned long long)(stale_until - call.finished_ms));
+	nfs_destroy_context(call.nfs);
+	nfs_destroy_context(a);
+	nfs_destroy_context(s);
+	check(ganesha_instance_stop(slow) == 0, "%s did not stop cleanly", name);
+}
+
+static void test_revocation_overtakes_getattr_read(void **state)
+{
+	(void)state;
+	check_overtaken_getattr("NGNFS_FSAL_TEST_GETATTR_READ_DELAY_MS", "coherence-overtaken-read",
+				"/overtaken-read");
+}
+
+static void test_revocation_overtakes_getattr_return(void **state)
+{
+	(void)state;
+	check_overtaken_getattr("NGNFS_FSAL_TEST_GETATTR_RETURN_DELAY_MS",
+				"coherence-overtaken-return", "/overtaken-return");
+}
+
 struct concurrent_creator {
 	struct ganesha_instance *instance;
 	char prefix;
@@ -2621,6 +2747,8 @@ int main(int argc, char **argv)
 	const struct CMUnitTest coherence_tests[] = {
 		cmocka_unit_test(test_two_gateways_see_each_other),
 		cmocka_unit_test(test_change_waits_for_invalidation),
+		cmocka_unit_test(test_revocation_overtakes_getattr_read),
+		cmocka_unit_test(test_revocation_overtakes_getattr_return),
 		cmocka_unit_test(test_concurrent_creates),
 		cmocka_unit_test(test_sample_config_serves),
 	};
