@@ -370,8 +370,7 @@ ngnfs_fsal_open2_in_hand(struct fsal_obj_handle *fsal_object, struct state_t *st
 	 * may have been truncated or checked against a verifier.
 	 */
 	if (!FSAL_IS_ERROR(status) && created && attrs_out != NULL)
-		status = ngnfs_fsal_status(
-		    ngnfs_fsal_attrs_hand_out(export, &handle, &attr, sequence, attrs_out));
+		ngnfs_fsal_attrs_hand_out(export, &handle, &attr, sequence, attrs_out);
 	else if (!FSAL_IS_ERROR(status))
 		status = ngnfs_fsal_attrs_out(file, attrs_out);
 	if (FSAL_IS_ERROR(status)) {

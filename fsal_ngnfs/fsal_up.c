@@ -45,7 +45,9 @@
  * after they return, and its up-call clears trust bits without taking the
  * entry's locks: attributes read from libcore before another client's
  * revocation, but stored by MDCACHE after the invalidation was delivered,
- * would stay trusted until Attr_Expiration_Time.  Two guards close that:
+ * would stay trusted until Attr_Expiration_Time.  Two guards: the first
+ * closes the window while libcore reads, the second bounds the one after
+ * our return:
  *
  *  - every callback bumps a revocation sequence and stamps the inode's
  *    slot with it (before anything else, tracked or not).  A call that
@@ -68,8 +70,8 @@
  * NGNFS_FSAL_TEST_UP_DELAY_MS (environment, tests only) makes the thread
  * wait that long before delivering each table, so a test can show that
  * the other gateway's change waits for the delivery.
- * NGNFS_FSAL_TEST_GETATTR_READ_DELAY_MS and _RETURN_DELAY_MS (handle.c)
- * stretch the two windows above inside getattrs.
+ * NGNFS_FSAL_TEST_GETATTR_READ_DELAY_MS and _RETURN_DELAY_MS (read here,
+ * applied in handle.c) stretch the two windows above inside getattrs.
  *
  * XXX:
  *  - a full table drops invalidations instead of flushing MDCACHE (ganesha
@@ -227,7 +229,7 @@ void ngnfs_fsal_hand_end(struct ngnfs_fsal_export *export, uint64_t ino)
 	if (queue == NULL)
 		return;
 	hand = ngnfs_fsal_up_hand_of(queue, ino);
-	/* stamped before the count drops: the thread never sees neither */
+	/* stamped before the count drops: the thread sees one or the other */
 	__atomic_store_n(&hand->returned_ns, ngnfs_fsal_up_now_ns(), __ATOMIC_SEQ_CST);
 	__atomic_sub_fetch(&hand->in_hand, 1, __ATOMIC_SEQ_CST);
 }

@@ -147,24 +147,31 @@ int ngnfs_fsal_getattr_settled(struct ngnfs_fsal_export *export, const struct ng
 /*
  * Fills attrs_out from attr, which a libcore call read after taking
  * sequence (ngnfs_fsal_attr_sequence); reads again if a revocation of the
- * inode overtook that call.  Returns 0 or a negative errno.
+ * inode overtook that call.  If that read fails (the inode went away, its
+ * device is away) the call's own attributes go out: the call succeeded,
+ * and with the inode in hand during the delivery, the second delivery
+ * clears them from MDCACHE.
  */
-int ngnfs_fsal_attrs_hand_out(struct ngnfs_fsal_export *export, const struct ngnfs_handle *handle,
-			      const struct ngnfs_attr *attr, uint64_t sequence,
-			      struct fsal_attrlist *attrs_out)
+void ngnfs_fsal_attrs_hand_out(struct ngnfs_fsal_export *export, const struct ngnfs_handle *handle,
+			       const struct ngnfs_attr *attr, uint64_t sequence,
+			       struct fsal_attrlist *attrs_out)
 {
 	struct ngnfs_attr again;
-	int ret = 0;
+	int ret;
 
 	ngnfs_fsal_hand_begin(export, handle->ino);
 	if (ngnfs_fsal_attr_overtaken(export, handle->ino, sequence)) {
 		ret = ngnfs_fsal_getattr_settled(export, handle, &again);
-		attr = &again;
+		if (ret == 0)
+			attr = &again;
+		else
+			LogDebug(COMPONENT_FSAL,
+				 "NGNFS: reading the overtaken attributes of inode %" PRIu64
+				 " again failed: %s; handing out the first read",
+				 handle->ino, ngnfs_last_error());
 	}
-	if (ret == 0)
-		ngnfs_fsal_attr_to_fsal(export, attr, attrs_out);
+	ngnfs_fsal_attr_to_fsal(export, attr, attrs_out);
 	ngnfs_fsal_hand_end(export, handle->ino);
-	return ret;
 }
 
 /*
@@ -178,15 +185,9 @@ fsal_status_t ngnfs_fsal_object_out(struct ngnfs_fsal_export *export,
 				    struct fsal_attrlist *attrs_out)
 {
 	struct ngnfs_fsal_object *object = ngnfs_fsal_object_alloc(export, handle, attr);
-	int ret;
 
-	if (attrs_out != NULL) {
-		ret = ngnfs_fsal_attrs_hand_out(export, handle, attr, sequence, attrs_out);
-		if (ret < 0) {
-			object->object.obj_ops->release(&object->object);
-			return ngnfs_fsal_status(ret);
-		}
-	}
+	if (attrs_out != NULL)
+		ngnfs_fsal_attrs_hand_out(export, handle, attr, sequence, attrs_out);
 	*object_out = &object->object;
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 }
@@ -590,15 +591,8 @@ ngnfs_fsal_create_in_hand(struct ngnfs_fsal_object *dir, const char *name, uint3
 			}
 		}
 	}
-	if (attrs_out != NULL) {
-		ret = ngnfs_fsal_attrs_hand_out(export, &handle, &attr, sequence, attrs_out);
-		if (ret < 0) {
-			/* made, but changed away under us: the client looks it up */
-			(*object_out)->obj_ops->release(*object_out);
-			*object_out = NULL;
-			return ngnfs_fsal_status(ret);
-		}
-	}
+	if (attrs_out != NULL)
+		ngnfs_fsal_attrs_hand_out(export, &handle, &attr, sequence, attrs_out);
 	return status;
 }
 

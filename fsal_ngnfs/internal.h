@@ -137,9 +137,9 @@ fsal_status_t ngnfs_fsal_object_out(struct ngnfs_fsal_export *export,
 				    struct fsal_attrlist *attrs_out);
 int ngnfs_fsal_getattr_settled(struct ngnfs_fsal_export *export, const struct ngnfs_handle *handle,
 			       struct ngnfs_attr *attr);
-int ngnfs_fsal_attrs_hand_out(struct ngnfs_fsal_export *export, const struct ngnfs_handle *handle,
-			      const struct ngnfs_attr *attr, uint64_t sequence,
-			      struct fsal_attrlist *attrs_out);
+void ngnfs_fsal_attrs_hand_out(struct ngnfs_fsal_export *export, const struct ngnfs_handle *handle,
+			       const struct ngnfs_attr *attr, uint64_t sequence,
+			       struct fsal_attrlist *attrs_out);
 fsal_status_t ngnfs_fsal_may_change_dir(struct fsal_obj_handle *dir_object,
 					const struct ngnfs_handle *victim);
 fsal_status_t ngnfs_fsal_setattr_object(struct ngnfs_fsal_object *object,
