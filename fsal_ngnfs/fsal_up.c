@@ -25,10 +25,15 @@
  *
  * The table coalesces: an inode revoked many times before the thread runs
  * is delivered once (a directory receiving a burst of creates from
- * another gateway costs one invalidation per burst, not per entry).  It is
- * bounded (NGNFS_UP_TABLE_SLOTS); when it is full further invalidations are
- * counted and dropped, and the drop is logged with the count: MDCACHE's
- * attribute expiry is then the only bound on staleness for those inodes.
+ * another gateway costs one invalidation per burst, not per entry).  It
+ * grows as it fills, so a burst is never cut short: a session reset
+ * invalidates every inode the gateway held on that device at once, tens of
+ * thousands when MDCACHE is large.  Its size needs no bound of its own,
+ * since it holds only inodes we handed to ganesha (tracked, below), and
+ * MDCACHE bounds those; a delivered table that grew goes back to its first
+ * size.  Only when memory runs out is an invalidation counted and dropped,
+ * and the drop is logged with the count: MDCACHE's attribute expiry is then
+ * the only bound on staleness for that inode.
  *
  * MDCACHE keys objects by our 16-byte handle (inode number plus
  * generation), but for blocks other than the inode itself (directory
@@ -74,8 +79,8 @@
  * applied in handle.c) stretch the two windows above inside getattrs.
  *
  * XXX:
- *  - a full table drops invalidations instead of flushing MDCACHE (ganesha
- *    4.3 gives an FSAL no call to do that).
+ *  - an invalidation dropped for want of memory is not made up for by
+ *    flushing MDCACHE (ganesha 4.3 gives an FSAL no call to do that).
  *  - the second guard bounds, it does not close, the window after our
  *    return: a client of this gateway may be answered from attributes or
  *    entries stored in that window until the second delivery, up to
@@ -99,8 +104,10 @@
 
 #include "internal.h"
 
-/* pending inodes: power of two; filled to three quarters at most */
-#define NGNFS_UP_TABLE_SLOTS 8192
+/* pending inodes: a table's first size (power of two); it doubles at 3/4 */
+#define NGNFS_UP_TABLE_FIRST_SLOTS 1024
+/* 2^27 slots of 32 bytes: more inodes than any MDCACHE holds */
+#define NGNFS_UP_TABLE_MAX_SLOTS (1U << 27)
 /* generation tracking: buckets of a chained hash */
 #define NGNFS_UP_TRACK_BUCKETS 4096
 /* reads a revocation overtakes: slots shared by hash (power of two) */
@@ -109,14 +116,12 @@
 #define NGNFS_UP_REDO_WINDOW_MS 50
 /* a slot in hand that long is delivered again anyway */
 #define NGNFS_UP_REDO_LIMIT_MS 5000
-/* inodes waiting for their second delivery; more are counted and dropped */
-#define NGNFS_UP_REDO_SLOTS 1024
 
 struct ngnfs_fsal_up_pending {
 	uint64_t ino; /* 0: empty slot */
 	uint64_t generation;
 	bool dir_changed;
-	uint64_t redo_since_ns; /* redo list: when the first delivery was */
+	uint64_t redo_since_ns; /* redo table: when the first delivery was */
 };
 
 /* One slot of the reads in hand; every field is accessed atomically. */
@@ -126,9 +131,11 @@ struct ngnfs_fsal_up_hand {
 	uint64_t returned_ns;	   /* CLOCK_MONOTONIC of the last such return */
 };
 
+/* Open addressing by inode number, linear probing; never holds ino 0. */
 struct ngnfs_fsal_up_table {
 	unsigned int count;
-	struct ngnfs_fsal_up_pending slots[NGNFS_UP_TABLE_SLOTS];
+	unsigned int capacity; /* a power of two */
+	struct ngnfs_fsal_up_pending *slots;
 };
 
 struct ngnfs_fsal_up_tracked {
@@ -148,6 +155,7 @@ struct ngnfs_fsal_up_queue {
 	pthread_cond_t wake;
 	struct ngnfs_fsal_up_table *pending;
 	struct ngnfs_fsal_up_table *spare;
+	struct ngnfs_fsal_up_table tables[2]; /* what pending and spare point to */
 	bool stopping;
 	bool ready;	/* MDCACHE takes up-calls: tickets are worth waiting for */
 	uint64_t taken; /* tables our thread has taken: the last ticket it holds */
@@ -166,17 +174,18 @@ struct ngnfs_fsal_up_queue {
 	uint64_t delivered;
 	uint64_t dropped_logged;
 	/* delivered while a call had them in hand: to deliver again */
-	struct ngnfs_fsal_up_pending redo[NGNFS_UP_REDO_SLOTS];
-	unsigned int redo_count;
+	struct ngnfs_fsal_up_table redo;
+	struct ngnfs_fsal_up_table redo_kept; /* scratch of ngnfs_fsal_up_redo */
 	uint64_t redo_due_ns;
 	uint64_t redelivered;
 	uint64_t redo_dropped;
+	unsigned int largest_table; /* the most inodes delivered in one go */
 	unsigned int test_delay_ms;
 };
 
 static unsigned int ngnfs_fsal_up_hash(uint64_t ino)
 {
-	return (unsigned int)((ino * 0x9e3779b97f4a7c15ULL) >> 40);
+	return (unsigned int)((ino * 0x9e3779b97f4a7c15ULL) >> 32);
 }
 
 static uint64_t ngnfs_fsal_up_now_ns(void)
@@ -185,6 +194,96 @@ static uint64_t ngnfs_fsal_up_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	return (uint64_t)now.tv_sec * 1000000000ULL + (uint64_t)now.tv_nsec;
+}
+
+/*
+ * Tables allocate with calloc, not gsh_calloc, which aborts the daemon: a
+ * table that cannot grow costs one invalidation, counted and logged.
+ */
+static int ngnfs_fsal_up_table_init(struct ngnfs_fsal_up_table *table, unsigned int capacity)
+{
+	table->slots = calloc(capacity, sizeof(*table->slots));
+	if (table->slots == NULL)
+		return -ENOMEM;
+	table->capacity = capacity;
+	table->count = 0;
+	return 0;
+}
+
+static void ngnfs_fsal_up_table_destroy(struct ngnfs_fsal_up_table *table)
+{
+	free(table->slots);
+	table->slots = NULL;
+	table->capacity = 0;
+	table->count = 0;
+}
+
+/* The slot of ino, or the empty slot where it would go. */
+static struct ngnfs_fsal_up_pending *ngnfs_fsal_up_table_probe(struct ngnfs_fsal_up_table *table,
+							       uint64_t ino)
+{
+	unsigned int i = ngnfs_fsal_up_hash(ino) & (table->capacity - 1);
+
+	while (table->slots[i].ino != ino && table->slots[i].ino != 0)
+		i = (i + 1) & (table->capacity - 1);
+	return &table->slots[i];
+}
+
+static int ngnfs_fsal_up_table_grow(struct ngnfs_fsal_up_table *table)
+{
+	struct ngnfs_fsal_up_table bigger;
+	unsigned int i;
+
+	if (table->capacity >= NGNFS_UP_TABLE_MAX_SLOTS)
+		return -ENOSPC;
+	if (ngnfs_fsal_up_table_init(&bigger, table->capacity * 2) < 0)
+		return -ENOMEM;
+	for (i = 0; i < table->capacity; i++)
+		if (table->slots[i].ino != 0)
+			*ngnfs_fsal_up_table_probe(&bigger, table->slots[i].ino) = table->slots[i];
+	bigger.count = table->count;
+	free(table->slots);
+	*table = bigger;
+	return 0;
+}
+
+/*
+ * The slot of ino, added (zeroed but for ino, *added set) if it was not
+ * there; NULL when the table is at three quarters and cannot grow.
+ */
+static struct ngnfs_fsal_up_pending *ngnfs_fsal_up_table_slot(struct ngnfs_fsal_up_table *table,
+							      uint64_t ino, bool *added)
+{
+	struct ngnfs_fsal_up_pending *slot = ngnfs_fsal_up_table_probe(table, ino);
+
+	*added = false;
+	if (slot->ino == ino)
+		return slot;
+	if (table->count + 1 > table->capacity / 4 * 3) {
+		if (ngnfs_fsal_up_table_grow(table) < 0)
+			return NULL;
+		slot = ngnfs_fsal_up_table_probe(table, ino);
+	}
+	memset(slot, 0, sizeof(*slot));
+	slot->ino = ino;
+	table->count++;
+	*added = true;
+	return slot;
+}
+
+/* Empties a table; one that grew goes back to its first size. */
+static void ngnfs_fsal_up_table_clear(struct ngnfs_fsal_up_table *table)
+{
+	struct ngnfs_fsal_up_table first;
+
+	if (table->capacity > NGNFS_UP_TABLE_FIRST_SLOTS &&
+	    ngnfs_fsal_up_table_init(&first, NGNFS_UP_TABLE_FIRST_SLOTS) == 0) {
+		free(table->slots);
+		*table = first;
+		return;
+	}
+	memset(table->slots, 0, (size_t)table->capacity * sizeof(*table->slots));
+	table->count = 0;
 }
 
 static struct ngnfs_fsal_up_hand *ngnfs_fsal_up_hand_of(struct ngnfs_fsal_up_queue *queue,
@@ -256,10 +355,9 @@ static uint64_t ngnfs_fsal_up_invalidated(void *arg, const struct ngnfs_handle *
 					  bool dir_changed)
 {
 	struct ngnfs_fsal_up_queue *queue = arg;
-	struct ngnfs_fsal_up_table *table;
 	struct ngnfs_fsal_up_pending *slot;
 	uint64_t ticket, sequence;
-	unsigned int i;
+	bool added;
 
 	/* Before the tracked check: a lookup may be reading it right now. */
 	if (handle->ino != 0) {
@@ -271,24 +369,11 @@ static uint64_t ngnfs_fsal_up_invalidated(void *arg, const struct ngnfs_handle *
 	if (handle->ino == 0 || !ngnfs_fsal_up_is_tracked(queue, handle->ino))
 		return 0;
 	pthread_mutex_lock(&queue->mutex);
-	table = queue->pending;
-	i = ngnfs_fsal_up_hash(handle->ino) & (NGNFS_UP_TABLE_SLOTS - 1);
-	for (;;) {
-		slot = &table->slots[i];
-		if (slot->ino == handle->ino || slot->ino == 0)
-			break;
-		i = (i + 1) & (NGNFS_UP_TABLE_SLOTS - 1);
-	}
-	if (slot->ino == 0) {
-		if (table->count >= NGNFS_UP_TABLE_SLOTS / 4 * 3) {
-			queue->dropped++;
-			pthread_mutex_unlock(&queue->mutex);
-			return 0;
-		}
-		slot->ino = handle->ino;
-		slot->generation = 0;
-		slot->dir_changed = false;
-		table->count++;
+	slot = ngnfs_fsal_up_table_slot(queue->pending, handle->ino, &added);
+	if (slot == NULL) {
+		queue->dropped++;
+		pthread_mutex_unlock(&queue->mutex);
+		return 0;
 	}
 	if (handle->generation != 0)
 		slot->generation = handle->generation;
@@ -415,31 +500,30 @@ static void ngnfs_fsal_up_deliver(struct ngnfs_fsal_up_queue *queue,
 	}
 }
 
-/* Remembers a delivered inode that a call still had in hand. */
+/*
+ * Remembers a delivered inode that a call still had in hand (into table:
+ * the redo table, or the kept entries of a redo pass).
+ */
 static void ngnfs_fsal_up_redo_add(struct ngnfs_fsal_up_queue *queue,
-				   const struct ngnfs_fsal_up_pending *pending, uint64_t now_ns)
+				   struct ngnfs_fsal_up_table *table,
+				   const struct ngnfs_fsal_up_pending *pending, uint64_t since_ns)
 {
 	struct ngnfs_fsal_up_pending *slot;
-	unsigned int i;
+	bool added;
 
-	for (i = 0; i < queue->redo_count; i++) {
-		slot = &queue->redo[i];
-		if (slot->ino == pending->ino) {
-			if (slot->generation != pending->generation)
-				slot->generation = 0; /* every generation we track */
-			slot->dir_changed |= pending->dir_changed;
-			return;
-		}
-	}
-	if (queue->redo_count == NGNFS_UP_REDO_SLOTS) {
+	slot = ngnfs_fsal_up_table_slot(table, pending->ino, &added);
+	if (slot == NULL) {
 		queue->redo_dropped++;
 		return;
 	}
-	slot = &queue->redo[queue->redo_count++];
-	*slot = *pending;
-	slot->redo_since_ns = now_ns;
-	if (queue->redo_count == 1)
-		queue->redo_due_ns = now_ns + NGNFS_UP_REDO_WINDOW_MS * 1000000ULL;
+	if (added) {
+		*slot = *pending;
+		slot->redo_since_ns = since_ns;
+		return;
+	}
+	if (slot->generation != pending->generation)
+		slot->generation = 0; /* every generation we track */
+	slot->dir_changed |= pending->dir_changed;
 }
 
 /*
@@ -449,15 +533,18 @@ static void ngnfs_fsal_up_redo_add(struct ngnfs_fsal_up_queue *queue,
  */
 static void ngnfs_fsal_up_redo(struct ngnfs_fsal_up_queue *queue)
 {
+	struct ngnfs_fsal_up_table swap;
 	struct ngnfs_fsal_up_pending *slot;
 	uint64_t now_ns = ngnfs_fsal_up_now_ns();
-	unsigned int i = 0;
+	unsigned int i;
 
-	while (i < queue->redo_count) {
-		slot = &queue->redo[i];
+	for (i = 0; i < queue->redo.capacity; i++) {
+		slot = &queue->redo.slots[i];
+		if (slot->ino == 0)
+			continue;
 		if (ngnfs_fsal_up_in_hand(queue, slot->ino, now_ns) &&
 		    now_ns < slot->redo_since_ns + NGNFS_UP_REDO_LIMIT_MS * 1000000ULL) {
-			i++;
+			ngnfs_fsal_up_redo_add(queue, &queue->redo_kept, slot, slot->redo_since_ns);
 			continue;
 		}
 		queue->redelivered++;
@@ -466,8 +553,12 @@ static void ngnfs_fsal_up_redo(struct ngnfs_fsal_up_queue *queue)
 			 " again (a call had it in hand at the first delivery)",
 			 slot->ino);
 		ngnfs_fsal_up_deliver(queue, slot);
-		*slot = queue->redo[--queue->redo_count];
 	}
+	/* what stays in hand is the redo table now; the old one is scratch */
+	ngnfs_fsal_up_table_clear(&queue->redo);
+	swap = queue->redo;
+	queue->redo = queue->redo_kept;
+	queue->redo_kept = swap;
 	queue->redo_due_ns = now_ns + NGNFS_UP_REDO_WINDOW_MS * 1000000ULL;
 }
 
@@ -487,7 +578,7 @@ static void *ngnfs_fsal_up_thread(void *arg)
 	for (;;) {
 		while (!queue->stopping && queue->pending->count == 0 &&
 		       queue->dropped == queue->dropped_logged) {
-			if (queue->redo_count == 0) {
+			if (queue->redo.count == 0) {
 				pthread_cond_wait(&queue->wake, &queue->mutex);
 				continue;
 			}
@@ -519,25 +610,37 @@ static void *ngnfs_fsal_up_thread(void *arg)
 		if (dropped != queue->dropped_logged) {
 			LogWarn(COMPONENT_FSAL_UP,
 				"NGNFS up: export %u dropped %" PRIu64
-				" invalidations (table full); those objects stay cached until "
-				"their attributes expire",
+				" invalidations (out of memory for the table); those objects "
+				"stay cached until their attributes expire",
 				queue->export->export.export_id, dropped - queue->dropped_logged);
 			queue->dropped_logged = dropped;
 		}
-		for (i = 0; i < NGNFS_UP_TABLE_SLOTS; i++) {
+		for (i = 0; i < table->capacity; i++) {
 			if (table->slots[i].ino == 0)
 				continue;
 			queue->received++;
 			ngnfs_fsal_up_deliver(queue, &table->slots[i]);
 			/* after the delivery: a call that took its hand before it is seen */
 			now_ns = ngnfs_fsal_up_now_ns();
-			if (ngnfs_fsal_up_in_hand(queue, table->slots[i].ino, now_ns))
-				ngnfs_fsal_up_redo_add(queue, &table->slots[i], now_ns);
+			if (ngnfs_fsal_up_in_hand(queue, table->slots[i].ino, now_ns)) {
+				if (queue->redo.count == 0)
+					queue->redo_due_ns =
+					    now_ns + NGNFS_UP_REDO_WINDOW_MS * 1000000ULL;
+				ngnfs_fsal_up_redo_add(queue, &queue->redo, &table->slots[i],
+						       now_ns);
+			}
 		}
-		memset(table, 0, sizeof(*table));
+		if (table->count > queue->largest_table)
+			queue->largest_table = table->count;
+		if (table->capacity > NGNFS_UP_TABLE_FIRST_SLOTS)
+			LogDebug(COMPONENT_FSAL_UP,
+				 "NGNFS up: delivered %u revoked inodes in one go (the table grew "
+				 "to %u slots)",
+				 table->count, table->capacity);
+		ngnfs_fsal_up_table_clear(table);
 		/* MDCACHE no longer trusts these: the other client may go on. */
 		ngnfs_invalidations_delivered(queue->export->fs, ticket);
-		if (queue->redo_count > 0 && ngnfs_fsal_up_now_ns() >= queue->redo_due_ns)
+		if (queue->redo.count > 0 && ngnfs_fsal_up_now_ns() >= queue->redo_due_ns)
 			ngnfs_fsal_up_redo(queue);
 
 		pthread_mutex_lock(&queue->mutex);
@@ -565,6 +668,14 @@ static unsigned int ngnfs_fsal_up_test_delay(struct ngnfs_fsal_export *export, c
 	return (unsigned int)delay_ms;
 }
 
+static void ngnfs_fsal_up_free_tables(struct ngnfs_fsal_up_queue *queue)
+{
+	ngnfs_fsal_up_table_destroy(&queue->tables[0]);
+	ngnfs_fsal_up_table_destroy(&queue->tables[1]);
+	ngnfs_fsal_up_table_destroy(&queue->redo);
+	ngnfs_fsal_up_table_destroy(&queue->redo_kept);
+}
+
 int ngnfs_fsal_up_start(struct ngnfs_fsal_export *export)
 {
 	struct ngnfs_fsal_up_queue *queue;
@@ -590,8 +701,18 @@ int ngnfs_fsal_up_start(struct ngnfs_fsal_export *export)
 	export->test_getattr_return_delay_ms =
 	    ngnfs_fsal_up_test_delay(export, "NGNFS_FSAL_TEST_GETATTR_RETURN_DELAY_MS",
 				     "between the overtaken check and its return");
-	queue->pending = gsh_calloc(1, sizeof(*queue->pending));
-	queue->spare = gsh_calloc(1, sizeof(*queue->spare));
+	if (ngnfs_fsal_up_table_init(&queue->tables[0], NGNFS_UP_TABLE_FIRST_SLOTS) < 0 ||
+	    ngnfs_fsal_up_table_init(&queue->tables[1], NGNFS_UP_TABLE_FIRST_SLOTS) < 0 ||
+	    ngnfs_fsal_up_table_init(&queue->redo, NGNFS_UP_TABLE_FIRST_SLOTS) < 0 ||
+	    ngnfs_fsal_up_table_init(&queue->redo_kept, NGNFS_UP_TABLE_FIRST_SLOTS) < 0) {
+		LogCrit(COMPONENT_FSAL_UP, "NGNFS up: export %u: no memory for its tables",
+			export->export.export_id);
+		ngnfs_fsal_up_free_tables(queue);
+		gsh_free(queue);
+		return -ENOMEM;
+	}
+	queue->pending = &queue->tables[0];
+	queue->spare = &queue->tables[1];
 	pthread_mutex_init(&queue->mutex, NULL);
 	pthread_mutex_init(&queue->track_mutex, NULL);
 	/* the redo deadline is CLOCK_MONOTONIC, like the stamps of the hands */
@@ -606,8 +727,7 @@ int ngnfs_fsal_up_start(struct ngnfs_fsal_export *export)
 		LogCrit(COMPONENT_FSAL_UP, "NGNFS up: export %u: cannot start the thread: %s",
 			export->export.export_id, strerror(ret));
 		export->up_queue = NULL;
-		gsh_free(queue->pending);
-		gsh_free(queue->spare);
+		ngnfs_fsal_up_free_tables(queue);
 		gsh_free(queue);
 		return -ret;
 	}
@@ -639,10 +759,11 @@ void ngnfs_fsal_up_stop(struct ngnfs_fsal_export *export)
 	ngnfs_invalidations_delivered(export->fs, UINT64_MAX);
 	LogEvent(COMPONENT_FSAL_UP,
 		 "NGNFS up: export %u delivered %" PRIu64 " invalidations for %" PRIu64
-		 " revoked inodes and %" PRIu64 " second deliveries (a call had the inode in "
-		 "hand), dropped %" PRIu64 " (and %" PRIu64 " second deliveries)",
-		 export->export.export_id, queue->delivered, queue->received, queue->redelivered,
-		 queue->dropped, queue->redo_dropped);
+		 " revoked inodes (at most %u in one go) and %" PRIu64 " second deliveries (a "
+		 "call had the inode in hand), dropped %" PRIu64 " (and %" PRIu64
+		 " second deliveries)",
+		 export->export.export_id, queue->delivered, queue->received, queue->largest_table,
+		 queue->redelivered, queue->dropped, queue->redo_dropped);
 }
 
 void ngnfs_fsal_up_free(struct ngnfs_fsal_export *export)
@@ -663,7 +784,6 @@ void ngnfs_fsal_up_free(struct ngnfs_fsal_export *export)
 	pthread_mutex_destroy(&queue->mutex);
 	pthread_mutex_destroy(&queue->track_mutex);
 	pthread_cond_destroy(&queue->wake);
-	gsh_free(queue->pending);
-	gsh_free(queue->spare);
+	ngnfs_fsal_up_free_tables(queue);
 	gsh_free(queue);
 }

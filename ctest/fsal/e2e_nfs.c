@@ -1160,6 +1160,9 @@ static void test_statfs(void **state)
 /* ---- bigdir group ----------------------------------------------------- */
 
 struct create_worker {
+	struct ganesha_instance *instance; /* NULL: gateway */
+	const char *directory;		   /* NULL: /big */
+	bool regular;			   /* regular empty files, not symlinks */
 	unsigned int first;
 	unsigned int count;
 	int error;
@@ -1182,20 +1185,27 @@ static void *create_entries(void *arg)
 	nfs4_set_verifier(nfs, client_name);
 	/* a request the gateway never answers is an error, not a hang */
 	nfs_set_timeout(nfs, 30000);
-	ganesha_instance_url(gateway, NULL, NULL, text, sizeof(text));
+	ganesha_instance_url(worker->instance ? worker->instance : gateway, NULL, NULL, text,
+			     sizeof(text));
 	url = nfs_parse_url_dir(nfs, text);
 	worker->error = url ? nfs_mount(nfs, url->server, url->path) : -EINVAL;
 	if (url)
 		nfs_destroy_url(url);
 	for (i = 0; worker->error == 0 && i < worker->count; i++) {
+		struct nfsfh *fh = NULL;
+
+		snprintf(path, sizeof(path), "%s/e%07u",
+			 worker->directory ? worker->directory : "/big", worker->first + i);
 		/*
 		 * Symlinks: one CREATE each, and unlike subdirectories they
 		 * do not count against the directory's link limit.
 		 */
-		snprintf(path, sizeof(path), "/big/e%07u", worker->first + i);
-		worker->error = nfs_symlink(nfs, "target", path);
+		if (!worker->regular)
+			worker->error = nfs_symlink(nfs, "target", path);
+		else if ((worker->error = nfs_creat(nfs, path, 0600, &fh)) == 0)
+			worker->error = nfs_close(nfs, fh);
 		if (worker->error)
-			snprintf(worker->message, sizeof(worker->message), "symlink %s: %s", path,
+			snprintf(worker->message, sizeof(worker->message), "create %s: %s", path,
 				 nfs_get_error(nfs));
 	}
 	nfs_destroy_context(nfs);
@@ -1221,11 +1231,10 @@ static void test_big_directory(void **state)
 	(void)state;
 	check_nfs(nfs, nfs_mkdir(nfs, "/big"));
 	started = now_ms();
+	memset(workers, 0, sizeof(workers));
 	for (i = 0; i < WORKERS; i++) {
 		workers[i].first = i * per;
 		workers[i].count = i == WORKERS - 1 ? config.entries - i * per : per;
-		workers[i].error = 0;
-		workers[i].message[0] = '\0';
 		pthread_create(&threads[i], NULL, create_entries, &workers[i]);
 	}
 	for (i = 0; i < WORKERS; i++)
@@ -1614,6 +1623,154 @@ static void test_revocation_overtakes_getattr_return(void **state)
 	(void)state;
 	check_overtaken_getattr("NGNFS_FSAL_TEST_GETATTR_RETURN_DELAY_MS", false,
 				"coherence-overtaken-return", "/overtaken-return");
+}
+
+/* ret was NFS4ERR_DELAY (a device in its grace period) and there is time to retry. */
+static bool delayed(struct nfs_context *nfs, int ret, uint64_t deadline_ms)
+{
+	if (ret >= 0 || !strstr(nfs_get_error(nfs), "NFS4ERR_DELAY") || now_ms() >= deadline_ms)
+		return false;
+	sleep_ms(100);
+	return true;
+}
+
+/* The largest N of "delivered N revoked inodes in one go" in the log, 0 if none. */
+static unsigned int largest_delivery(struct ganesha_instance *instance)
+{
+	static const char needle[] = "NGNFS up: delivered ";
+	char *text = ngnfs_test_read_file(ganesha_instance_log_path(instance), NULL);
+	unsigned int largest = 0, count;
+	char *at;
+
+	for (at = text; at != NULL && (at = strstr(at, needle)) != NULL; at += strlen(needle))
+		if (sscanf(at + strlen(needle), "%u revoked inodes in one go", &count) == 1 &&
+		    count > largest)
+			largest = count;
+	free(text);
+	return largest;
+}
+
+/*
+ * A session reset invalidates at once every inode a gateway held on the
+ * device (fsal_up.c): after a restart of the devices, a gateway that had
+ * RESET_BURST_FILES files of one directory in MDCACHE, trusted for an
+ * hour, must deliver an invalidation for every one of them, or a change
+ * made afterwards (which revokes nothing from it: its grants are gone)
+ * would stay unseen through it for that hour.  Its up-call thread waits
+ * 200 ms before each delivery, so the burst gathers in one table, far
+ * beyond the table's first size; a table of fixed size would drop the
+ * rest.
+ */
+#define RESET_BURST_FILES  7000
+#define RESET_BURST_SAMPLE 10 /* every tenth file is changed and checked */
+
+static void test_reset_burst_delivered_whole(void **state)
+{
+	static const char trusting_export[] = "\tAttr_Expiration_Time = 3600;\n";
+	enum { WORKERS = 4 };
+	struct create_worker workers[WORKERS];
+	pthread_t threads[WORKERS];
+	unsigned int devices = ngnfs_test_cluster_device_count(cluster);
+	unsigned int before, delivered = 0, stale = 0, first_stale = 0, stale_mode = 0;
+	struct ganesha_instance *burst;
+	struct nfs_context *a, *t;
+	struct nfs_stat_64 st;
+	uint64_t started, deadline;
+	char path[64];
+	unsigned int i;
+	char *listing;
+	int ret;
+
+	(void)state;
+	setenv("NGNFS_FSAL_TEST_UP_DELAY_MS", "200", 1);
+	burst = start_gateway("coherence-burst", "stable", trusting_export, coherence_log);
+	unsetenv("NGNFS_FSAL_TEST_UP_DELAY_MS");
+	check(burst != NULL, "the gateway trusting attributes for an hour did not start");
+	a = nfs_connect(gateway);
+	t = nfs_connect(burst);
+	check_nfs(a, nfs_mkdir(a, "/burst"));
+	memset(workers, 0, sizeof(workers));
+	for (i = 0; i < WORKERS; i++) {
+		workers[i].directory = "/burst";
+		workers[i].regular = true;
+		workers[i].first = i * (RESET_BURST_FILES / WORKERS);
+		workers[i].count = i == WORKERS - 1 ? RESET_BURST_FILES - workers[i].first
+						    : RESET_BURST_FILES / WORKERS;
+		check(pthread_create(&threads[i], NULL, create_entries, &workers[i]) == 0,
+		      "pthread_create");
+	}
+	for (i = 0; i < WORKERS; i++)
+		pthread_join(threads[i], NULL);
+	for (i = 0; i < WORKERS; i++)
+		check(workers[i].error == 0, "creating /burst: %d %s", workers[i].error,
+		      workers[i].message);
+
+	/* the trusting gateway lists them all (attributes included) and checks a sample */
+	listing = list_dir(t, "/burst");
+	check(strlen(listing) == RESET_BURST_FILES * strlen("e0000000 ") - 1,
+	      "expected %u entries in /burst through %s, got %zu bytes of names", RESET_BURST_FILES,
+	      "coherence-burst", strlen(listing));
+	free(listing);
+	for (i = 0; i < RESET_BURST_FILES; i += RESET_BURST_SAMPLE) {
+		snprintf(path, sizeof(path), "/burst/e%07u", i);
+		check_nfs(t, nfs_stat64(t, path, &st));
+		check((st.nfs_mode & 07777) == 0600, "%s: expected mode 0600, got 0%o", path,
+		      (unsigned int)(st.nfs_mode & 07777));
+	}
+
+	before = count_in_log(burst, "NGNFS up: invalidated");
+	for (i = 0; i < devices; i++)
+		check(ngnfs_test_cluster_kill(cluster, i, SIGKILL) == 0, "SIGKILL device %u", i);
+	for (i = 0; i < devices; i++)
+		check(ngnfs_test_cluster_restart(cluster, i) == 0, "restart device %u", i);
+	started = now_ms();
+	for (;;) {
+		delivered = count_in_log(burst, "NGNFS up: invalidated") - before;
+		if (delivered >= RESET_BURST_FILES || now_ms() > started + 60000)
+			break;
+		sleep_ms(250);
+	}
+	check(delivered >= RESET_BURST_FILES,
+	      "after the devices restarted, the trusting gateway delivered %u invalidations "
+	      "in 60 s, expected one for each of the %u files it had cached",
+	      delivered, RESET_BURST_FILES);
+	check(count_in_log(burst, "invalidations (out of memory for the table)") == 0,
+	      "expected the trusting gateway to drop no invalidation");
+
+	/* changed now, through a: the trusting gateway must not answer from MDCACHE */
+	deadline = now_ms() + 30000;
+	for (i = 0; i < RESET_BURST_FILES; i += RESET_BURST_SAMPLE) {
+		snprintf(path, sizeof(path), "/burst/e%07u", i);
+		do
+			ret = nfs_chmod(a, path, 0640);
+		while (delayed(a, ret, deadline));
+		check(ret == 0, "chmod %s through gateway a: %s", path, nfs_get_error(a));
+	}
+	for (i = 0; i < RESET_BURST_FILES; i += RESET_BURST_SAMPLE) {
+		snprintf(path, sizeof(path), "/burst/e%07u", i);
+		do
+			ret = nfs_stat64(t, path, &st);
+		while (delayed(t, ret, deadline));
+		check(ret == 0, "stat %s through %s: %s", path, "coherence-burst",
+		      nfs_get_error(t));
+		if ((st.nfs_mode & 07777) != 0640 && stale++ == 0) {
+			first_stale = i;
+			stale_mode = (unsigned int)(st.nfs_mode & 07777);
+		}
+	}
+	check(stale == 0,
+	      "%u of %u files changed through gateway a after the reset still show their old "
+	      "mode through the trusting gateway (e%07u: 0%o, expected 0640)",
+	      stale, RESET_BURST_FILES / RESET_BURST_SAMPLE, first_stale, stale_mode);
+	print_message("reset of %u devices: %u invalidations delivered in %llu ms, the largest "
+		      "table %u inodes\n",
+		      devices, delivered, (unsigned long long)(now_ms() - started),
+		      largest_delivery(burst));
+	check(largest_delivery(burst) > 1024,
+	      "expected one delivery of more than the table's first 1024 slots");
+	nfs_destroy_context(a);
+	nfs_destroy_context(t);
+	check(ganesha_instance_stop(burst) == 0, "the trusting gateway did not stop cleanly");
 }
 
 struct concurrent_creator {
@@ -2751,6 +2908,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_revocation_overtakes_getattr_return),
 		cmocka_unit_test(test_concurrent_creates),
 		cmocka_unit_test(test_sample_config_serves),
+		/* last: it restarts the devices under the other gateways */
+		cmocka_unit_test(test_reset_burst_delivered_whole),
 	};
 	const struct CMUnitTest restart_tests[] = {
 		cmocka_unit_test(test_restart_keeps_handles),
