@@ -41,7 +41,8 @@ ngnfs_add_cluster_test(NAME client.atomicity COMMAND test_client_atomicity TIMEO
 # servers (order of STAGE/COMMIT/RESOLVE, aborted sets, GRANTs out of
 # order, REVOKE, COMMIT retried after a broken connection, a COMMIT never
 # answered given up after commit_retry_ms and not the shorter request
-# timeout, session_reset, timeout, devices of two filesystems).  No blockd needed.
+# timeout, session_reset, timeout, devices of two filesystems, keepalive and
+# TCP_USER_TIMEOUT on every session's socket).  No blockd needed.
 add_executable(test_client_flow ${NGNFS_TEST_DIR}/client/test_client_flow.c)
 target_link_libraries(test_client_flow PRIVATE ngnfs_client_test)
 add_test(NAME client.flow COMMAND test_client_flow)

@@ -18,6 +18,10 @@
  * bound) before the buffer grows to hold it, so a peer cannot make us
  * allocate more than NGNFS_MSG_MAX_PAYLOAD.
  *
+ * Keepalive and TCP_USER_TIMEOUT (transport.h) turn a server host that
+ * vanished into a broken connection, which the client handles as any other
+ * (session reset, reconnect), within about a minute.
+ *
  * XXX:
  *  - No bound on queued output: a server that stops reading lets the
  *    queue grow until requests time out.
@@ -97,18 +101,31 @@ void ngnfs_transport_close(struct ngnfs_transport *transport)
 int ngnfs_transport_connect(struct ngnfs_transport *transport, const struct sockaddr *address,
 			    socklen_t address_length)
 {
-	int one = 1;
+	/* TCP_NODELAY: requests are small and latency bound; writev batches. */
+	static const struct {
+		int level, name, value;
+	} options[] = {
+		{ IPPROTO_TCP, TCP_NODELAY, 1 },
+		{ SOL_SOCKET, SO_KEEPALIVE, 1 },
+		{ IPPROTO_TCP, TCP_KEEPIDLE, NGNFS_TRANSPORT_KEEPALIVE_IDLE_S },
+		{ IPPROTO_TCP, TCP_KEEPINTVL, NGNFS_TRANSPORT_KEEPALIVE_INTERVAL_S },
+		{ IPPROTO_TCP, TCP_KEEPCNT, NGNFS_TRANSPORT_KEEPALIVE_PROBES },
+		{ IPPROTO_TCP, TCP_USER_TIMEOUT, NGNFS_TRANSPORT_USER_TIMEOUT_MS },
+	};
+	size_t i;
 	int fd;
 
 	fd = socket(address->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	/* Requests are small and latency bound; batching is done by writev. */
-	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0) {
-		int ret = -errno;
+	for (i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+		if (setsockopt(fd, options[i].level, options[i].name, &options[i].value,
+			       sizeof(options[i].value)) < 0) {
+			int ret = -errno;
 
-		close(fd);
-		return ret;
+			close(fd);
+			return ret;
+		}
 	}
 	transport->fd = fd;
 	if (connect(fd, address, address_length) == 0)

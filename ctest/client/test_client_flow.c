@@ -13,11 +13,13 @@
  * (idempotent) and, never answered, given up after commit_retry_ms with
  * -EIO, the session_reset calls for a lost session and for a
  * restarted server, and a HELLO whose fs id disagrees with the other
- * devices refused with a message naming the device.
+ * devices refused with a message naming the device.  It also checks that
+ * each session's socket has keepalive and a user timeout.
  */
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -25,6 +27,7 @@
 #include <unistd.h>
 
 #include "client_test.h"
+#include "transport.h"
 
 #define DEVICES	   3
 #define MAX_EVENTS 4096
@@ -391,6 +394,44 @@ static uint64_t last_stage_set(uint32_t mark)
 	return set_id;
 }
 
+/*
+ * The client's socket to a fake device: in this process, connected to
+ * the device's listening port (the fake's accepted sockets have it as
+ * their own port, not their peer's).
+ */
+static int client_socket_to(const struct fake_device *fake)
+{
+	struct sockaddr_in listening, peer;
+	socklen_t length = sizeof(listening);
+	int found = -1;
+
+	CHECK(getsockname(fake->listen_fd, (struct sockaddr *)&listening, &length) == 0,
+	      "getsockname");
+	for (int fd = 0; fd < 4096; fd++) {
+		length = sizeof(peer);
+		if (fd == fake->listen_fd ||
+		    getpeername(fd, (struct sockaddr *)&peer, &length) < 0 ||
+		    peer.sin_family != AF_INET || peer.sin_port != listening.sin_port)
+			continue;
+		CHECK(found < 0, "device %u: two client sockets (%d and %d)", fake->device, found,
+		      fd);
+		found = fd;
+	}
+	CHECK(found >= 0, "device %u: no client socket to port %u", fake->device,
+	      ntohs(listening.sin_port));
+	return found;
+}
+
+static void check_socket_option(int fd, int level, int name, int expected, const char *what)
+{
+	int value = -1;
+	socklen_t length = sizeof(value);
+
+	CHECK(getsockopt(fd, level, name, &value, &length) == 0, "getsockopt %s: %s", what,
+	      strerror(errno));
+	CHECK(value == expected, "client socket: %s is %d, expected %d", what, value, expected);
+}
+
 static struct ngnfs_client *open_fake_client(uint32_t request_timeout_ms, uint32_t commit_retry_ms,
 					     int *error)
 {
@@ -453,6 +494,22 @@ int main(void)
 
 	client = open_fake_client(2000, FLOW_COMMIT_RETRY_MS, &error);
 	CHECK(client, "create against fake devices: expected success, got %d", error);
+
+	/* Every session notices a vanished server host by itself (transport.h). */
+	for (int d = 0; d < DEVICES; d++) {
+		int fd = client_socket_to(&devices[d]);
+
+		check_socket_option(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY");
+		check_socket_option(fd, SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE");
+		check_socket_option(fd, IPPROTO_TCP, TCP_KEEPIDLE, NGNFS_TRANSPORT_KEEPALIVE_IDLE_S,
+				    "TCP_KEEPIDLE");
+		check_socket_option(fd, IPPROTO_TCP, TCP_KEEPINTVL,
+				    NGNFS_TRANSPORT_KEEPALIVE_INTERVAL_S, "TCP_KEEPINTVL");
+		check_socket_option(fd, IPPROTO_TCP, TCP_KEEPCNT, NGNFS_TRANSPORT_KEEPALIVE_PROBES,
+				    "TCP_KEEPCNT");
+		check_socket_option(fd, IPPROTO_TCP, TCP_USER_TIMEOUT,
+				    NGNFS_TRANSPORT_USER_TIMEOUT_MS, "TCP_USER_TIMEOUT");
+	}
 
 	/* GRANTs in reverse order, over two devices, each block once. */
 	{
