@@ -47,6 +47,10 @@ foreach(test two_clients_see_each_other concurrent_renames_two_clients rename_su
 			       LABELS tsan)
 endforeach()
 ngnfs_add_cluster_test(NAME fs_real_tool_commands COMMAND test_fs_real tool_commands TIMEOUT 180)
+# Wrong link and entry counts repaired by CMPXCHG while a client holds the
+# inodes (library and `ngnfs fsck --repair`).
+ngnfs_add_cluster_test(NAME fs_real_fsck_repairs_online COMMAND test_fs_real fsck_repairs_online
+		       TIMEOUT 180)
 # Two small devices (blockd --total-blocks 800) filled through one directory.
 # A client stopped with SIGSTOP while it holds grants (blockd --revoke-timeout-ms).
 ngnfs_add_cluster_test(NAME fs_real_stopped_client_loses_grants

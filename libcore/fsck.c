@@ -18,8 +18,12 @@
  *    code has no block walk yet), so a data block shared with metadata
  *    is not found; blocks allocated but unreachable (leaks) need the
  *    servers' allocation maps and are not found either.
- *  - Checks only: nothing is repaired (the protocol's CMPXCHG is the
- *    intended repair path).
+ *  - Only wrong link and entry counts are listed as fixes (for
+ *    fsck_repair.c); entries naming the wrong inode, blocks used twice and
+ *    corrupt blocks are reported and left to a person.
+ *  - An inode that nothing names and that is not an orphan (its count
+ *    should be 0) is reported, not fixed: dropping it to 0 without the
+ *    orphan directory would leak it rather than free it.
  */
 
 #include <endian.h>
@@ -125,6 +129,25 @@ static void note(struct fsck *fsck, bool problem, const char *fmt, ...)
 		fsck->report->problems++;
 	if (fsck->fn)
 		fsck->fn(fsck->arg, problem, line);
+}
+
+/* Lists a problem ngnfs_fsck_repair can fix. */
+static int add_fix(struct fsck *fsck, const struct record *record, enum ngnfs_fsck_field field,
+		   uint64_t found, uint64_t expected)
+{
+	struct ngnfs_fsck_report *report = fsck->report;
+	struct ngnfs_fsck_fix *fixes;
+
+	fixes = realloc(report->fixes, (report->fix_count + 1) * sizeof(*fixes));
+	if (!fixes)
+		return -ENOMEM;
+	report->fixes = fixes;
+	fixes[report->fix_count++] = (struct ngnfs_fsck_fix){ .ino = record->key,
+							      .generation = record->value,
+							      .field = field,
+							      .found = found,
+							      .expected = expected };
+	return 0;
 }
 
 static int claim_block(struct fsck *fsck, uint64_t blkno, uint64_t owner, const char *what)
@@ -369,10 +392,13 @@ static int walk_dir(struct fsck *fsck, uint64_t ino)
 	if (ret < 0)
 		return ret;
 	record = table_get(&fsck->inodes, ino, &created);
-	if (record && walk.entries != record->entry_count)
+	if (record && walk.entries != record->entry_count) {
 		note(fsck, true, "directory %llu: entry count says %llu, found %llu entries",
 		     (unsigned long long)ino, (unsigned long long)record->entry_count,
 		     (unsigned long long)walk.entries);
+		return add_fix(fsck, record, NGNFS_FSCK_ENTRY_COUNT, record->entry_count,
+			       walk.entries);
+	}
 	return 0;
 }
 
@@ -481,6 +507,7 @@ int ngnfs_fsck(struct ngnfs_fs *fs, ngnfs_fsck_line_fn fn, void *arg,
 
 	ngnfs_clear_error();
 	memset(report, 0, sizeof(*report));
+	memcpy(report->fs_id, fs->fs_id, sizeof(report->fs_id));
 	ret = claim_block(&fsck, ngnfs_blkno_make(0, NGNFS_SUPER_INDEX), 0, "superblock");
 	if (ret < 0)
 		goto out;
@@ -521,9 +548,15 @@ int ngnfs_fsck(struct ngnfs_fs *fs, ngnfs_fsck_line_fn fn, void *arg,
 		if (ngnfs_mode_type(r->mode) != S_IFDIR && r->key != fs->orphan_dir_ino &&
 		    r->refs == 0 && r->nlink != 0)
 			expected = 0;
-		if (r->nlink != expected)
-			note(&fsck, true, "inode %llu: link count %u, expected %u",
-			     (unsigned long long)r->key, r->nlink, expected);
+		if (r->nlink == expected)
+			continue;
+		note(&fsck, true, "inode %llu: link count %u, expected %u",
+		     (unsigned long long)r->key, r->nlink, expected);
+		if (expected > 0 && r->key != fs->orphan_dir_ino) {
+			ret = add_fix(&fsck, r, NGNFS_FSCK_NLINK, r->nlink, expected);
+			if (ret < 0)
+				goto out;
+		}
 	}
 	note(&fsck, false,
 	     "checked %llu inodes, %llu directories, %llu entries, %llu blocks: %llu problems",
@@ -535,4 +568,11 @@ out:
 	free(fsck.blocks.slots);
 	free(fsck.queue);
 	return ret;
+}
+
+void ngnfs_fsck_report_free(struct ngnfs_fsck_report *report)
+{
+	free(report->fixes);
+	report->fixes = NULL;
+	report->fix_count = 0;
 }

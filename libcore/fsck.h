@@ -11,12 +11,31 @@
  * line each through fn and counted; the walk goes on after a problem.
  * Reads go through transactions, so the check is coherent per object;
  * run it on a quiet filesystem to compare link counts across objects.
+ * Wrong link and entry counts are also listed as fixes, which
+ * ngnfs_fsck_repair (fsck_repair.c) writes.
  */
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "ngnfs.h"
+
+/*
+ * A problem fsck can put right by itself: one inode field that disagrees
+ * with what the walk counted (found is what the inode said).
+ */
+enum ngnfs_fsck_field {
+	NGNFS_FSCK_NLINK,	/* a link count, where the walk found the inode named */
+	NGNFS_FSCK_ENTRY_COUNT, /* a directory's count of its names */
+};
+
+struct ngnfs_fsck_fix {
+	uint64_t ino;
+	uint64_t generation;
+	enum ngnfs_fsck_field field;
+	uint64_t found;
+	uint64_t expected;
+};
 
 struct ngnfs_fsck_report {
 	uint64_t inodes;
@@ -25,13 +44,39 @@ struct ngnfs_fsck_report {
 	uint64_t blocks;
 	uint64_t orphans;
 	uint64_t problems;
+	/* the problems among those that ngnfs_fsck_repair can fix */
+	struct ngnfs_fsck_fix *fixes;
+	size_t fix_count;
+	uint8_t fs_id[16]; /* the checked filesystem's, which the repair insists on */
 };
 
 /* problem false: progress or a note. */
 typedef void (*ngnfs_fsck_line_fn)(void *arg, bool problem, const char *line);
 
-/* Returns 0 when the walk completed (problems are in the report), else a negative errno. */
+/*
+ * Returns 0 when the walk completed (problems are in the report), else a
+ * negative errno.  Either way the report is the caller's to free.
+ */
 int ngnfs_fsck(struct ngnfs_fs *fs, ngnfs_fsck_line_fn fn, void *arg,
 	       struct ngnfs_fsck_report *report);
+void ngnfs_fsck_report_free(struct ngnfs_fsck_report *report);
+
+/*
+ * Online repair of the report's fixes, as the design brief asks: through
+ * a client of its own (sessions of its own, so the servers revoke every
+ * other holder's copy of a fixed block, this process's mount included),
+ * each inode block is read incoherently, checked to still say what the
+ * walk saw, corrected, and written back with CMPXCHG at the version it
+ * was read at.  A block that changed underneath (CMPXCHG refused) is read
+ * and checked again, NGNFS_FSCK_REPAIR_TRIES times at most; one that no
+ * longer says what the walk saw is left alone and reported, since the
+ * walk's count may be out of date too (check again).  One line per fix
+ * through fn (problem true: not repaired).  Returns 0 with *repaired set,
+ * or a negative errno when the devices cannot be reached.
+ */
+#define NGNFS_FSCK_REPAIR_TRIES 5
+int ngnfs_fsck_repair(const struct ngnfs_mount_options *mount,
+		      const struct ngnfs_fsck_report *report, ngnfs_fsck_line_fn fn, void *arg,
+		      size_t *repaired);
 
 #endif

@@ -6,7 +6,10 @@
  *   ngnfs stat --devices DEVICES [PATH] filesystem and per-device figures, or a path's
  *                                       attributes
  *   ngnfs ls   --devices DEVICES [PATH] list a directory
- *   ngnfs fsck --devices DEVICES        check the namespace from the root
+ *   ngnfs fsck --devices DEVICES [--repair]
+ *                                       check the namespace from the root; with
+ *                                       --repair, fix wrong link and entry counts
+ *                                       (online, by CMPXCHG) and check again
  *
  * DEVICES is a manifest file (one host:port per line, device index order,
  * as blockd --peers) or a comma-separated list of host:port.  Each
@@ -18,7 +21,7 @@
  * Exit status: 0 success, 1 failure (fsck: problems found), 2 usage.
  *
  * XXX:
- *  - fsck only reports; repair is not implemented.
+ *  - fsck --repair fixes link and entry counts only; the rest it reports.
  *  - Paths are resolved without following symlinks.
  */
 
@@ -39,6 +42,7 @@ struct options {
 	const char *devices;
 	const char *path;
 	bool long_listing;
+	bool repair;
 };
 
 static void usage_main(FILE *out)
@@ -69,12 +73,17 @@ static const char *const command_help[][2] = {
 	{ "ls", "usage: ngnfs ls --devices DEVICES [-l] [PATH]\n"
 		"Lists the entries of directory PATH (default /) in cookie order:\n"
 		"type, inode number and name; -l adds mode, links and size.\n" },
-	{ "fsck", "usage: ngnfs fsck --devices DEVICES\n"
+	{ "fsck", "usage: ngnfs fsck --devices DEVICES [--repair]\n"
 		  "Walks the namespace from the root: every entry names a live inode of\n"
 		  "its type and generation, link and entry counts are right, \"..\" is the\n"
 		  "parent, no block is reached twice.  Problems are printed one per line\n"
 		  "on stdout; exit status 1 if there are any.  Run it on a quiet\n"
-		  "filesystem.\n" },
+		  "filesystem.\n"
+		  "--repair: then write wrong link and entry counts right, online (each\n"
+		  "inode is read as committed and written back by compare-and-exchange,\n"
+		  "so a change made meanwhile is never overwritten: such an inode is\n"
+		  "left alone and reported), and check again; the exit status is that\n"
+		  "of the second check.\n" },
 };
 
 static int command_usage(const char *command, FILE *out)
@@ -345,24 +354,73 @@ static void fsck_line(void *arg, bool problem, const char *line)
 		fprintf(stderr, "ngnfs fsck: %s\n", line);
 }
 
-static int do_fsck(struct ngnfs_fs *fs, const struct options *options)
+static void repair_line(void *arg, bool problem, const char *line)
 {
-	struct ngnfs_fsck_report report;
-	int ret;
+	(void)arg;
+	if (problem)
+		printf("not repaired: %s\n", line);
+	else
+		printf("repair: %s\n", line);
+}
 
-	(void)options;
-	ret = ngnfs_fsck(fs, fsck_line, NULL, &report);
+/* One check; *report is the caller's to free.  -1 when the walk failed. */
+static int check_once(struct ngnfs_fs *fs, struct ngnfs_fsck_report *report)
+{
+	int ret = ngnfs_fsck(fs, fsck_line, NULL, report);
+
 	if (ret < 0) {
 		fprintf(stderr, "ngnfs fsck: walk failed: %s (%s)\n", strerror(-ret),
 			ngnfs_last_error());
-		return 1;
+		return -1;
 	}
 	printf("%llu inodes, %llu directories, %llu entries, %llu blocks, %llu orphans: %llu "
 	       "problems\n",
-	       (unsigned long long)report.inodes, (unsigned long long)report.directories,
-	       (unsigned long long)report.entries, (unsigned long long)report.blocks,
-	       (unsigned long long)report.orphans, (unsigned long long)report.problems);
-	return report.problems ? 1 : 0;
+	       (unsigned long long)report->inodes, (unsigned long long)report->directories,
+	       (unsigned long long)report->entries, (unsigned long long)report->blocks,
+	       (unsigned long long)report->orphans, (unsigned long long)report->problems);
+	return 0;
+}
+
+/*
+ * The repair runs on a client of its own (fsck_repair.c), and the second
+ * check on a mount of its own: the servers revoke the first mount's
+ * copies of the fixed inodes after each fix, but a revocation may still
+ * be on its way when the second check starts.
+ */
+static int do_fsck(struct ngnfs_fs *fs, const struct ngnfs_manifest *manifest,
+		   const struct options *options)
+{
+	struct ngnfs_mount_options mount = {
+		.device_addresses = (const char *const *)manifest->addresses,
+		.device_count = manifest->device_count,
+	};
+	struct ngnfs_fsck_report report;
+	size_t repaired;
+	int ret;
+
+	ret = check_once(fs, &report);
+	if (ret < 0 || !options->repair || report.problems == 0) {
+		ret = ret < 0 || report.problems ? 1 : 0;
+		ngnfs_fsck_report_free(&report);
+		return ret;
+	}
+	ret = ngnfs_fsck_repair(&mount, &report, repair_line, NULL, &repaired);
+	printf("%zu of %zu fixable problems repaired (%llu problems found)\n", repaired,
+	       report.fix_count, (unsigned long long)report.problems);
+	ngnfs_fsck_report_free(&report);
+	if (ret < 0) {
+		fprintf(stderr, "ngnfs fsck: repair failed: %s (%s)\n", strerror(-ret),
+			ngnfs_last_error());
+		return 1;
+	}
+	fprintf(stderr, "ngnfs fsck: checking again\n");
+	if (mount_manifest(manifest, &fs) < 0)
+		return 1;
+	ret = check_once(fs, &report);
+	ret = ret < 0 || report.problems ? 1 : 0;
+	ngnfs_fsck_report_free(&report);
+	ngnfs_unmount(fs);
+	return ret;
 }
 
 int main(int argc, char **argv)
@@ -371,6 +429,7 @@ int main(int argc, char **argv)
 		{ "devices", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "long", no_argument, NULL, 'l' },
+		{ "repair", no_argument, NULL, 'r' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct options options = { 0 };
@@ -395,6 +454,9 @@ int main(int argc, char **argv)
 		case 'l':
 			options.long_listing = true;
 			break;
+		case 'r':
+			options.repair = true;
+			break;
 		default:
 			command_usage(command, stderr);
 			return 2;
@@ -406,6 +468,11 @@ int main(int argc, char **argv)
 	    strcmp(command, "fsck")) {
 		fprintf(stderr, "ngnfs: unknown command \"%s\"\n", command);
 		usage_main(stderr);
+		return 2;
+	}
+	if (options.repair && strcmp(command, "fsck")) {
+		fprintf(stderr, "ngnfs %s: --repair is an fsck option\n", command);
+		command_usage(command, stderr);
 		return 2;
 	}
 	if (!options.devices) {
@@ -429,7 +496,7 @@ int main(int argc, char **argv)
 		else if (strcmp(command, "ls") == 0)
 			status = do_ls(fs, &options);
 		else
-			status = do_fsck(fs, &options);
+			status = do_fsck(fs, &manifest, &options);
 		ngnfs_unmount(fs);
 	}
 	ngnfs_manifest_free(&manifest);

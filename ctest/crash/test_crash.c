@@ -812,6 +812,7 @@ static void check_fsck(struct ngnfs_fs *fs, const char *when)
 	printf("  fsck %s: clean (%llu inodes, %llu entries, %llu blocks, %llu orphans)\n", when,
 	       (unsigned long long)report.inodes, (unsigned long long)report.entries,
 	       (unsigned long long)report.blocks, (unsigned long long)report.orphans);
+	ngnfs_fsck_report_free(&report);
 }
 
 /* ---- the cases ---- */

@@ -299,6 +299,7 @@ void check_fsck_clean(struct ngnfs_fs *fs)
 	CHECK(ret == 0 && report.problems == 0,
 	      "fsck: expected a clean filesystem, got %d with %llu problems (%s)", ret,
 	      (unsigned long long)report.problems, ngnfs_last_error());
+	ngnfs_fsck_report_free(&report);
 }
 
 int run_tests(const struct test_case *tests, int argc, char **argv)

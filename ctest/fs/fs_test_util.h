@@ -76,6 +76,9 @@ unsigned int test_device_count(void);
 /* Blocks allocated over all devices; UINT64_MAX when the backend cannot say exactly. */
 uint64_t test_allocated_blocks(struct ngnfs_fs *fs);
 
+/* Adds delta to an inode's link count (or a directory's entry count), for fsck tests. */
+void corrupt_inode_count(struct ngnfs_fs *fs, uint64_t ino, bool entry_count, int delta);
+
 /* Tests that run transactions of their own (btree tests). */
 struct ngnfs_cache;
 struct ngnfs_cache *ngnfs_test_fs_cache(struct ngnfs_fs *fs);
@@ -114,6 +117,7 @@ void test_btree_random_vs_reference(void);
 void test_btree_sequential_splits(void);
 void test_dirent_collisions(void);
 void test_fsck_finds_problems(void);
+void test_fsck_repairs_online(void);
 void test_dir_corrupt_leaf_create(void);
 void test_two_clients_see_each_other(void);
 void test_concurrent_renames_two_clients(void);

@@ -646,6 +646,7 @@ static void test_fsck_clean(void)
 	      (unsigned long long)report.problems);
 	CHECK(report.inodes == 1 + 50 + 50 + 1, "fsck counted %llu inodes, expected %u",
 	      (unsigned long long)report.inodes, 1 + 50 + 50 + 1);
+	ngnfs_fsck_report_free(&report);
 	stop_fs(fs);
 }
 
@@ -879,6 +880,7 @@ static const struct test_case tests[] = {
 	{ "concurrent_renames_two_clients", test_concurrent_renames_two_clients },
 	{ "rename_subtree_race", test_rename_subtree_race },
 	{ "tool_commands", test_tool_commands },
+	{ "fsck_repairs_online", test_fsck_repairs_online },
 	{ "full_device_overflows", test_full_device_overflows },
 	{ "stopped_client_loses_grants", test_stopped_client_loses_grants },
 	{ "evicted_inode_is_invalidated", test_evicted_inode_is_invalidated },

@@ -338,6 +338,35 @@ static int corrupt_txn(struct ngnfs_txn *txn, void *arg)
 	return 0;
 }
 
+struct count_corruption {
+	uint64_t ino;
+	bool entry_count;
+	int delta;
+};
+
+static int corrupt_count_txn(struct ngnfs_txn *txn, void *arg)
+{
+	struct count_corruption *args = arg;
+	struct ngnfs_inode *inode;
+	int ret;
+
+	ret = ngnfs_inode_write(txn, args->ino, "test corrupt", &inode);
+	if (ret < 0)
+		return ret;
+	if (args->entry_count)
+		inode->entry_count = htole64(le64toh(inode->entry_count) + (uint64_t)args->delta);
+	else
+		inode->nlink = htole32(le32toh(inode->nlink) + (uint32_t)args->delta);
+	return 0;
+}
+
+void corrupt_inode_count(struct ngnfs_fs *fs, uint64_t ino, bool entry_count, int delta)
+{
+	struct count_corruption args = { .ino = ino, .entry_count = entry_count, .delta = delta };
+
+	EXPECT_RET(ngnfs_txn_run(ngnfs_test_fs_cache(fs), corrupt_count_txn, &args), 0);
+}
+
 struct problem_lines {
 	unsigned int problems;
 	bool saw_link_count;
@@ -395,6 +424,11 @@ void test_fsck_finds_problems(void)
 	      (unsigned long long)report.problems, lines.problems);
 	CHECK(lines.saw_link_count, "fsck did not report the wrong link count");
 	CHECK(lines.saw_corrupt, "fsck did not report the corrupt directory block");
+	/* the wrong link count is a fix for ngnfs_fsck_repair; the corrupt block is not */
+	CHECK(report.fix_count == 1 && report.fixes[0].ino == file.ino &&
+		  report.fixes[0].field == NGNFS_FSCK_NLINK && report.fixes[0].expected == 1,
+	      "fsck: expected one fix, the file's link count to 1, got %zu", report.fix_count);
+	ngnfs_fsck_report_free(&report);
 	stop_fs(fs);
 }
 

@@ -40,6 +40,7 @@
 #include "cache.h"
 #include "cluster.h"
 #include "fs_test_util.h"
+#include "fsck.h"
 
 #define CHILD_TIMEOUT_S 120
 
@@ -634,6 +635,131 @@ void test_tool_commands(void)
 	}
 	unlink(output);
 	stop_backend();
+}
+
+struct repair_lines {
+	bool held;	 /* a CMPXCHG refused because a client held write access */
+	bool left_alone; /* a fix whose inode changed since the check */
+	unsigned int repaired;
+};
+
+static void record_repair_line(void *arg, bool problem, const char *line)
+{
+	struct repair_lines *lines = arg;
+
+	if (strstr(line, "held for writing by another client"))
+		lines->held = true;
+	if (problem && strstr(line, "not repaired: its link count is now 5, the check saw 4"))
+		lines->left_alone = true;
+	if (!problem && strstr(line, "repaired to"))
+		lines->repaired++;
+	printf("# repair: %s%s\n", problem ? "problem: " : "", line);
+}
+
+/*
+ * fsck_repairs_online: wrong link counts and a wrong entry count, found by
+ * fsck, are written right with incoherent reads and CMPXCHG while this
+ * mount keeps using the filesystem.  A file this mount changed after the
+ * check (so it holds the inode's write access) is repaired without losing
+ * that change; a file linked again after the check is left alone and
+ * reported, and the next check and repair fix it.  This mount's cached
+ * copies are revoked by the fixes.  Then `ngnfs fsck --repair` does the
+ * same from the command line and checks again.
+ */
+void test_fsck_repairs_online(void)
+{
+	const char *tool = getenv("NGNFS_TOOL");
+	struct ngnfs_fs *fs = start_fs(2, "fsck-repair", NGNFS_MOUNT_STABLE);
+	struct ngnfs_mount_options mount = { .device_addresses = test_addresses(),
+					     .device_count = (uint16_t)test_device_count() };
+	struct ngnfs_handle root = root_of(fs), a, b, dir;
+	struct ngnfs_setattr set = { .mask = NGNFS_SET_MODE, .mode = 0600 };
+	struct ngnfs_fsck_report report;
+	struct repair_lines lines = { 0 };
+	struct ngnfs_attr attr;
+	struct ngnfs_fs *other;
+	char output[256], *text;
+	size_t repaired;
+	int waited_ms;
+
+	CHECK(tool, "NGNFS_TOOL is not set (the ngnfs tool is not built)");
+	a = make(fs, &root, "a", S_IFREG | 0644);
+	b = make(fs, &root, "b", S_IFREG | 0644);
+	dir = make(fs, &root, "d", S_IFDIR | 0755);
+	make(fs, &dir, "inside", S_IFREG | 0644);
+	check_fsck_clean(fs);
+	corrupt_inode_count(fs, a.ino, false, 3);
+	corrupt_inode_count(fs, b.ino, false, 3);
+	corrupt_inode_count(fs, dir.ino, true, 5);
+
+	EXPECT_RET(ngnfs_fsck(fs, NULL, NULL, &report), 0);
+	CHECK(report.problems == 3 && report.fix_count == 3,
+	      "fsck: expected 3 problems, all fixable, got %llu problems and %zu fixes",
+	      (unsigned long long)report.problems, report.fix_count);
+	/* after the check: a changed here (this mount keeps its write access), b linked */
+	EXPECT_RET(ngnfs_setattr(fs, &a, &set, &attr), 0);
+	EXPECT_RET(ngnfs_link(fs, &b, &root, "b2"), 0);
+
+	EXPECT_RET(ngnfs_fsck_repair(&mount, &report, record_repair_line, &lines, &repaired), 0);
+	ngnfs_fsck_report_free(&report);
+	CHECK(repaired == 2 && lines.repaired == 2,
+	      "repair: expected a and d repaired, got %zu (%u lines)", repaired, lines.repaired);
+	CHECK(lines.held, "repair: expected a's CMPXCHG refused while this mount held it");
+	CHECK(lines.left_alone, "repair: expected b left alone (linked since the check)");
+
+	/* this mount's copies were revoked: it sees the fixes, and a keeps its new mode */
+	for (waited_ms = 0;; waited_ms += 10) {
+		attr = attr_of(fs, &a);
+		if (attr.nlink == 1 || waited_ms >= 2000)
+			break;
+		usleep(10000);
+	}
+	CHECK(attr.nlink == 1 && (attr.mode & 07777) == 0600,
+	      "a after the repair: expected 1 link and mode 0600, got %u and 0%o", attr.nlink,
+	      attr.mode & 07777);
+	attr = attr_of(fs, &b);
+	CHECK(attr.nlink == 5, "b: expected its 5 links left alone, got %u", attr.nlink);
+
+	/* the next check finds b only (5 links, 2 names); its repair fixes it */
+	other = mount_fs(NGNFS_MOUNT_STABLE);
+	EXPECT_RET(ngnfs_fsck(other, NULL, NULL, &report), 0);
+	CHECK(report.problems == 1 && report.fix_count == 1 && report.fixes[0].ino == b.ino &&
+		  report.fixes[0].found == 5 && report.fixes[0].expected == 2,
+	      "second fsck: expected b's link count 5 -> 2 alone, got %llu problems, %zu fixes",
+	      (unsigned long long)report.problems, report.fix_count);
+	EXPECT_RET(ngnfs_fsck_repair(&mount, &report, NULL, NULL, &repaired), 0);
+	ngnfs_fsck_report_free(&report);
+	CHECK(repaired == 1, "second repair: expected b repaired, got %zu", repaired);
+	ngnfs_unmount(other);
+	other = mount_fs(NGNFS_MOUNT_STABLE);
+	check_fsck_clean(other);
+	ngnfs_unmount(other);
+
+	/* the command line: a problem is exit 1; --repair fixes it and checks again */
+	corrupt_inode_count(fs, dir.ino, true, 2);
+	snprintf(output, sizeof(output), "/tmp/ngnfs-fsck-repair-%d.out", (int)getpid());
+	{
+		const char *argv[] = { tool, "fsck", "--devices", test_manifest_path(), NULL };
+
+		run_tool(argv, 1, output, &text);
+		CHECK(strstr(text, "entry count says 3, found 1 entries"),
+		      "fsck: expected the entry count reported, got:\n%s", text);
+		free(text);
+	}
+	{
+		const char *argv[] = { tool,	   "fsck", "--devices", test_manifest_path(),
+				       "--repair", NULL };
+
+		run_tool(argv, 0, output, &text);
+		CHECK(strstr(text, "entry count 3 repaired to 1") &&
+			  strstr(text, "1 of 1 fixable problems repaired") &&
+			  strstr(text, ": 0 problems"),
+		      "fsck --repair: expected the repair and a clean second check, got:\n%s",
+		      text);
+		free(text);
+	}
+	unlink(output);
+	stop_fs(fs);
 }
 
 /*
