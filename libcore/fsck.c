@@ -18,7 +18,8 @@
  *    code has no block walk yet), so a data block shared with metadata
  *    is not found; blocks allocated but unreachable (leaks) need the
  *    servers' allocation maps and are not found either.
- *  - Only wrong link and entry counts are listed as fixes (for
+ *  - Only wrong link and entry counts and a directory's wrong ".." (when
+ *    the walk found the directory's name) are listed as fixes (for
  *    fsck_repair.c); entries naming the wrong inode, blocks used twice and
  *    corrupt blocks are reported and left to a person.
  *  - An inode that nothing names and that is not an orphan (its count
@@ -357,10 +358,20 @@ static int check_entry(void *arg, const char *name, size_t name_length,
 			note(fsck, true,
 			     "directory inode %llu has more than one name (again in %llu)",
 			     (unsigned long long)handle->ino, (unsigned long long)walk->dir);
-		if (record->parent != walk->dir)
+		if (record->parent != walk->dir) {
 			note(fsck, true, "directory inode %llu: \"..\" is %llu but it is in %llu",
 			     (unsigned long long)handle->ino, (unsigned long long)record->parent,
 			     (unsigned long long)walk->dir);
+			/* its first name: a second one is a problem of its own */
+			if (record->refs == 1) {
+				ret = add_fix(fsck, record, NGNFS_FSCK_PARENT, record->parent,
+					      walk->dir);
+				if (ret < 0) {
+					walk->error = ret;
+					return 1;
+				}
+			}
+		}
 		parent = table_get(&fsck->inodes, walk->dir, &created);
 		if (parent)
 			parent->subdirs++;

@@ -11,8 +11,8 @@
  * line each through fn and counted; the walk goes on after a problem.
  * Reads go through transactions, so the check is coherent per object;
  * run it on a quiet filesystem to compare link counts across objects.
- * Wrong link and entry counts are also listed as fixes, which
- * ngnfs_fsck_repair (fsck_repair.c) writes.
+ * Wrong link and entry counts and a directory's wrong ".." are also
+ * listed as fixes, which ngnfs_fsck_repair (fsck_repair.c) writes.
  */
 
 #include <stdbool.h>
@@ -27,6 +27,7 @@
 enum ngnfs_fsck_field {
 	NGNFS_FSCK_NLINK,	/* a link count, where the walk found the inode named */
 	NGNFS_FSCK_ENTRY_COUNT, /* a directory's count of its names */
+	NGNFS_FSCK_PARENT,	/* a directory's "..", where the walk found its one name */
 };
 
 struct ngnfs_fsck_fix {

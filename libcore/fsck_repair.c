@@ -29,7 +29,8 @@
  * cached its attributes notice.
  *
  * XXX:
- *  - Only the fields fsck lists as fixes (link and entry counts).
+ *  - Only the fields fsck lists as fixes (link and entry counts, a
+ *    directory's "..").
  */
 
 #include <endian.h>
@@ -94,20 +95,43 @@ static void say(ngnfs_fsck_line_fn fn, void *arg, bool problem, const char *fmt,
 
 static const char *field_name(enum ngnfs_fsck_field field)
 {
-	return field == NGNFS_FSCK_NLINK ? "link count" : "entry count";
+	switch (field) {
+	case NGNFS_FSCK_NLINK:
+		return "link count";
+	case NGNFS_FSCK_ENTRY_COUNT:
+		return "entry count";
+	case NGNFS_FSCK_PARENT:
+		return "parent";
+	}
+	return "field";
 }
 
 static uint64_t field_get(const struct ngnfs_inode *inode, enum ngnfs_fsck_field field)
 {
-	return field == NGNFS_FSCK_NLINK ? le32toh(inode->nlink) : le64toh(inode->entry_count);
+	switch (field) {
+	case NGNFS_FSCK_NLINK:
+		return le32toh(inode->nlink);
+	case NGNFS_FSCK_ENTRY_COUNT:
+		return le64toh(inode->entry_count);
+	case NGNFS_FSCK_PARENT:
+		return le64toh(inode->parent_ino);
+	}
+	return 0;
 }
 
 static void field_set(struct ngnfs_inode *inode, enum ngnfs_fsck_field field, uint64_t value)
 {
-	if (field == NGNFS_FSCK_NLINK)
+	switch (field) {
+	case NGNFS_FSCK_NLINK:
 		inode->nlink = htole32((uint32_t)value);
-	else
+		break;
+	case NGNFS_FSCK_ENTRY_COUNT:
 		inode->entry_count = htole64(value);
+		break;
+	case NGNFS_FSCK_PARENT:
+		inode->parent_ino = htole64(value);
+		break;
+	}
 }
 
 /*

@@ -9,7 +9,8 @@
  *   ngnfs fsck --devices DEVICES [--repair]
  *                                       check the namespace from the root; with
  *                                       --repair, fix wrong link and entry counts
- *                                       (online, by CMPXCHG) and check again
+ *                                       and "..", online (by CMPXCHG), and check
+ *                                       again
  *
  * DEVICES is a manifest file (one host:port per line, device index order,
  * as blockd --peers) or a comma-separated list of host:port.  Each
@@ -21,7 +22,8 @@
  * Exit status: 0 success, 1 failure (fsck: problems found), 2 usage.
  *
  * XXX:
- *  - fsck --repair fixes link and entry counts only; the rest it reports.
+ *  - fsck --repair fixes link and entry counts and ".." only; the rest it
+ *    reports.
  *  - Paths are resolved without following symlinks.
  */
 
@@ -79,11 +81,11 @@ static const char *const command_help[][2] = {
 		  "parent, no block is reached twice.  Problems are printed one per line\n"
 		  "on stdout; exit status 1 if there are any.  Run it on a quiet\n"
 		  "filesystem.\n"
-		  "--repair: then write wrong link and entry counts right, online (each\n"
-		  "inode is read as committed and written back by compare-and-exchange,\n"
-		  "so a change made meanwhile is never overwritten: such an inode is\n"
-		  "left alone and reported), and check again; the exit status is that\n"
-		  "of the second check.\n" },
+		  "--repair: then write wrong link and entry counts and \"..\" right,\n"
+		  "online (each inode is read as committed and written back by\n"
+		  "compare-and-exchange, so a change made meanwhile is never\n"
+		  "overwritten: such an inode is left alone and reported), and check\n"
+		  "again; the exit status is that of the second check.\n" },
 };
 
 static int command_usage(const char *command, FILE *out)

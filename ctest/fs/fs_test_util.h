@@ -76,8 +76,8 @@ unsigned int test_device_count(void);
 /* Blocks allocated over all devices; UINT64_MAX when the backend cannot say exactly. */
 uint64_t test_allocated_blocks(struct ngnfs_fs *fs);
 
-/* Adds delta to an inode's link count (or a directory's entry count), for fsck tests. */
-void corrupt_inode_count(struct ngnfs_fs *fs, uint64_t ino, bool entry_count, int delta);
+/* Adds delta to an inode's field (as fsck names them), for fsck tests. */
+void corrupt_inode_field(struct ngnfs_fs *fs, uint64_t ino, enum ngnfs_fsck_field field, int delta);
 
 /* Tests that run transactions of their own (btree tests). */
 struct ngnfs_cache;

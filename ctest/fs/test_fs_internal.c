@@ -340,7 +340,7 @@ static int corrupt_txn(struct ngnfs_txn *txn, void *arg)
 
 struct count_corruption {
 	uint64_t ino;
-	bool entry_count;
+	enum ngnfs_fsck_field field;
 	int delta;
 };
 
@@ -353,16 +353,18 @@ static int corrupt_count_txn(struct ngnfs_txn *txn, void *arg)
 	ret = ngnfs_inode_write(txn, args->ino, "test corrupt", &inode);
 	if (ret < 0)
 		return ret;
-	if (args->entry_count)
+	if (args->field == NGNFS_FSCK_ENTRY_COUNT)
 		inode->entry_count = htole64(le64toh(inode->entry_count) + (uint64_t)args->delta);
+	else if (args->field == NGNFS_FSCK_PARENT)
+		inode->parent_ino = htole64(le64toh(inode->parent_ino) + (uint64_t)args->delta);
 	else
 		inode->nlink = htole32(le32toh(inode->nlink) + (uint32_t)args->delta);
 	return 0;
 }
 
-void corrupt_inode_count(struct ngnfs_fs *fs, uint64_t ino, bool entry_count, int delta)
+void corrupt_inode_field(struct ngnfs_fs *fs, uint64_t ino, enum ngnfs_fsck_field field, int delta)
 {
-	struct count_corruption args = { .ino = ino, .entry_count = entry_count, .delta = delta };
+	struct count_corruption args = { .ino = ino, .field = field, .delta = delta };
 
 	EXPECT_RET(ngnfs_txn_run(ngnfs_test_fs_cache(fs), corrupt_count_txn, &args), 0);
 }

@@ -657,12 +657,11 @@ static void record_repair_line(void *arg, bool problem, const char *line)
 }
 
 /*
- * fsck_repairs_online: wrong link counts and a wrong entry count, found by
- * fsck, are written right with incoherent reads and CMPXCHG while this
- * mount keeps using the filesystem.  A file this mount changed after the
- * check (so it holds the inode's write access) is repaired without losing
- * that change; a file linked again after the check is left alone and
- * reported, and the next check and repair fix it.  This mount's cached
+ * fsck_repairs_online: wrong link counts, a wrong entry count and a
+ * directory's wrong "..", found by fsck, are written right with incoherent reads and CMPXCHG while
+ * this mount keeps using the filesystem.  A file this mount changed after the check (so it holds
+ * the inode's write access) is repaired without losing that change; a file linked again after the
+ * check is left alone and reported, and the next check and repair fix it.  This mount's cached
  * copies are revoked by the fixes.  Then `ngnfs fsck --repair` does the
  * same from the command line and checks again.
  */
@@ -672,7 +671,7 @@ void test_fsck_repairs_online(void)
 	struct ngnfs_fs *fs = start_fs(2, "fsck-repair", NGNFS_MOUNT_STABLE);
 	struct ngnfs_mount_options mount = { .device_addresses = test_addresses(),
 					     .device_count = (uint16_t)test_device_count() };
-	struct ngnfs_handle root = root_of(fs), a, b, dir;
+	struct ngnfs_handle root = root_of(fs), a, b, dir, sub;
 	struct ngnfs_setattr set = { .mask = NGNFS_SET_MODE, .mode = 0600 };
 	struct ngnfs_fsck_report report;
 	struct repair_lines lines = { 0 };
@@ -687,14 +686,16 @@ void test_fsck_repairs_online(void)
 	b = make(fs, &root, "b", S_IFREG | 0644);
 	dir = make(fs, &root, "d", S_IFDIR | 0755);
 	make(fs, &dir, "inside", S_IFREG | 0644);
+	sub = make(fs, &root, "sub", S_IFDIR | 0755);
 	check_fsck_clean(fs);
-	corrupt_inode_count(fs, a.ino, false, 3);
-	corrupt_inode_count(fs, b.ino, false, 3);
-	corrupt_inode_count(fs, dir.ino, true, 5);
+	corrupt_inode_field(fs, a.ino, NGNFS_FSCK_NLINK, 3);
+	corrupt_inode_field(fs, b.ino, NGNFS_FSCK_NLINK, 3);
+	corrupt_inode_field(fs, dir.ino, NGNFS_FSCK_ENTRY_COUNT, 5);
+	corrupt_inode_field(fs, sub.ino, NGNFS_FSCK_PARENT, 1000);
 
 	EXPECT_RET(ngnfs_fsck(fs, NULL, NULL, &report), 0);
-	CHECK(report.problems == 3 && report.fix_count == 3,
-	      "fsck: expected 3 problems, all fixable, got %llu problems and %zu fixes",
+	CHECK(report.problems == 4 && report.fix_count == 4,
+	      "fsck: expected 4 problems, all fixable, got %llu problems and %zu fixes",
 	      (unsigned long long)report.problems, report.fix_count);
 	/* after the check: a changed here (this mount keeps its write access), b linked */
 	EXPECT_RET(ngnfs_setattr(fs, &a, &set, &attr), 0);
@@ -702,8 +703,9 @@ void test_fsck_repairs_online(void)
 
 	EXPECT_RET(ngnfs_fsck_repair(&mount, &report, record_repair_line, &lines, &repaired), 0);
 	ngnfs_fsck_report_free(&report);
-	CHECK(repaired == 2 && lines.repaired == 2,
-	      "repair: expected a and d repaired, got %zu (%u lines)", repaired, lines.repaired);
+	CHECK(repaired == 3 && lines.repaired == 3,
+	      "repair: expected a, d and sub repaired, got %zu (%u lines)", repaired,
+	      lines.repaired);
 	CHECK(lines.held, "repair: expected a's CMPXCHG refused while this mount held it");
 	CHECK(lines.left_alone, "repair: expected b left alone (linked since the check)");
 
@@ -736,7 +738,7 @@ void test_fsck_repairs_online(void)
 	ngnfs_unmount(other);
 
 	/* the command line: a problem is exit 1; --repair fixes it and checks again */
-	corrupt_inode_count(fs, dir.ino, true, 2);
+	corrupt_inode_field(fs, dir.ino, NGNFS_FSCK_ENTRY_COUNT, 2);
 	snprintf(output, sizeof(output), "/tmp/ngnfs-fsck-repair-%d.out", (int)getpid());
 	{
 		const char *argv[] = { tool, "fsck", "--devices", test_manifest_path(), NULL };
