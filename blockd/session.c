@@ -29,7 +29,7 @@
  * connections which never speak cannot keep those slots.
  *
  * After HELLO there is no idle timeout: a gateway's session may rightly
- * be quiet for hours.  TCP keepalive (SESSION_KEEPALIVE_*) closes the
+ * be quiet for hours.  TCP keepalive (NGNFS_SESSION_KEEPALIVE_*, msg.h) closes the
  * session of a host that went away without closing it, so that its
  * reservations and session slot come back, and TCP_USER_TIMEOUT bounds
  * how long data sent to such a host may stay unacknowledged.  A session
@@ -58,10 +58,6 @@
  * Sent data unacknowledged for as long ends it too (TCP's default is ~15
  * minutes of retransmissions).
  */
-#define SESSION_KEEPALIVE_IDLE_S     30
-#define SESSION_KEEPALIVE_INTERVAL_S 10
-#define SESSION_KEEPALIVE_PROBES     3
-#define SESSION_USER_TIMEOUT_MS	     60000
 
 static void session_free_connection(struct session *session);
 static void event_callback(struct bufferevent *bev, short what, void *arg);
@@ -231,10 +227,11 @@ static void set_socket_options(evutil_socket_t fd, const char *peer)
 	} options[] = {
 		{ IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY" },
 		{ SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE" },
-		{ IPPROTO_TCP, TCP_KEEPIDLE, SESSION_KEEPALIVE_IDLE_S, "TCP_KEEPIDLE" },
-		{ IPPROTO_TCP, TCP_KEEPINTVL, SESSION_KEEPALIVE_INTERVAL_S, "TCP_KEEPINTVL" },
-		{ IPPROTO_TCP, TCP_KEEPCNT, SESSION_KEEPALIVE_PROBES, "TCP_KEEPCNT" },
-		{ IPPROTO_TCP, TCP_USER_TIMEOUT, SESSION_USER_TIMEOUT_MS, "TCP_USER_TIMEOUT" },
+		{ IPPROTO_TCP, TCP_KEEPIDLE, NGNFS_SESSION_KEEPALIVE_IDLE_S, "TCP_KEEPIDLE" },
+		{ IPPROTO_TCP, TCP_KEEPINTVL, NGNFS_SESSION_KEEPALIVE_INTERVAL_S, "TCP_KEEPINTVL" },
+		{ IPPROTO_TCP, TCP_KEEPCNT, NGNFS_SESSION_KEEPALIVE_PROBES, "TCP_KEEPCNT" },
+		{ IPPROTO_TCP, TCP_USER_TIMEOUT, NGNFS_SESSION_USER_TIMEOUT_MS,
+		  "TCP_USER_TIMEOUT" },
 	};
 
 	for (size_t i = 0; i < sizeof(options) / sizeof(options[0]); i++) {

@@ -113,6 +113,7 @@ struct fsck {
 	struct table blocks;
 	uint64_t *queue;
 	size_t queue_head, queue_count, queue_capacity;
+	size_t fix_capacity; /* of report->fixes */
 };
 
 static void note(struct fsck *fsck, bool problem, const char *fmt, ...)
@@ -137,12 +138,17 @@ static int add_fix(struct fsck *fsck, const struct record *record, enum ngnfs_fs
 		   uint64_t found, uint64_t expected)
 {
 	struct ngnfs_fsck_report *report = fsck->report;
-	struct ngnfs_fsck_fix *fixes;
+	struct ngnfs_fsck_fix *fixes = report->fixes;
 
-	fixes = realloc(report->fixes, (report->fix_count + 1) * sizeof(*fixes));
-	if (!fixes)
-		return -ENOMEM;
-	report->fixes = fixes;
+	if (fsck->fix_capacity == report->fix_count) {
+		size_t capacity = fsck->fix_capacity ? fsck->fix_capacity * 2 : 64;
+
+		fixes = realloc(report->fixes, capacity * sizeof(*fixes));
+		if (!fixes)
+			return -ENOMEM;
+		report->fixes = fixes;
+		fsck->fix_capacity = capacity;
+	}
 	fixes[report->fix_count++] = (struct ngnfs_fsck_fix){ .ino = record->key,
 							      .generation = record->value,
 							      .field = field,

@@ -30,6 +30,18 @@
 
 #define NGNFS_MSG_HEADER_SIZE ((size_t)sizeof(struct ngnfs_msg_header))
 
+/*
+ * Both ends of a session (blockd's session.c, the client's transport.c)
+ * set these on its socket.  After HELLO neither has an idle timeout, so a
+ * peer host that vanished without closing (power loss, a cut link) is
+ * noticed by TCP keepalive while the connection is idle, and by
+ * TCP_USER_TIMEOUT while data to it stays unacknowledged.
+ */
+#define NGNFS_SESSION_KEEPALIVE_IDLE_S	   30
+#define NGNFS_SESSION_KEEPALIVE_INTERVAL_S 10
+#define NGNFS_SESSION_KEEPALIVE_PROBES	   3
+#define NGNFS_SESSION_USER_TIMEOUT_MS	   60000
+
 struct ngnfs_buffer {
 	uint8_t *data;
 	size_t length;

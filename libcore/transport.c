@@ -18,7 +18,7 @@
  * bound) before the buffer grows to hold it, so a peer cannot make us
  * allocate more than NGNFS_MSG_MAX_PAYLOAD.
  *
- * Keepalive and TCP_USER_TIMEOUT (transport.h) turn a server host that
+ * Keepalive and TCP_USER_TIMEOUT (msg.h) turn a server host that
  * vanished into a broken connection, which the client handles as any other
  * (session reset, reconnect), within about a minute.
  *
@@ -107,10 +107,10 @@ int ngnfs_transport_connect(struct ngnfs_transport *transport, const struct sock
 	} options[] = {
 		{ IPPROTO_TCP, TCP_NODELAY, 1 },
 		{ SOL_SOCKET, SO_KEEPALIVE, 1 },
-		{ IPPROTO_TCP, TCP_KEEPIDLE, NGNFS_TRANSPORT_KEEPALIVE_IDLE_S },
-		{ IPPROTO_TCP, TCP_KEEPINTVL, NGNFS_TRANSPORT_KEEPALIVE_INTERVAL_S },
-		{ IPPROTO_TCP, TCP_KEEPCNT, NGNFS_TRANSPORT_KEEPALIVE_PROBES },
-		{ IPPROTO_TCP, TCP_USER_TIMEOUT, NGNFS_TRANSPORT_USER_TIMEOUT_MS },
+		{ IPPROTO_TCP, TCP_KEEPIDLE, NGNFS_SESSION_KEEPALIVE_IDLE_S },
+		{ IPPROTO_TCP, TCP_KEEPINTVL, NGNFS_SESSION_KEEPALIVE_INTERVAL_S },
+		{ IPPROTO_TCP, TCP_KEEPCNT, NGNFS_SESSION_KEEPALIVE_PROBES },
+		{ IPPROTO_TCP, TCP_USER_TIMEOUT, NGNFS_SESSION_USER_TIMEOUT_MS },
 	};
 	size_t i;
 	int fd;

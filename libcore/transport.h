@@ -22,18 +22,6 @@
 
 #include "msg.h"
 
-/*
- * A blockd that vanishes without closing (power loss, a cut link) is
- * noticed by TCP keepalive when the connection is idle, and by
- * TCP_USER_TIMEOUT when data to it stays unacknowledged, so the session
- * resets and reconnects instead of waiting for the next request to time
- * out.  The same figures as blockd's side of the session (session.c).
- */
-#define NGNFS_TRANSPORT_KEEPALIVE_IDLE_S     30
-#define NGNFS_TRANSPORT_KEEPALIVE_INTERVAL_S 10
-#define NGNFS_TRANSPORT_KEEPALIVE_PROBES     3
-#define NGNFS_TRANSPORT_USER_TIMEOUT_MS	     60000
-
 /* One or more encoded frames, sent in one piece. */
 struct ngnfs_out_chunk {
 	struct ngnfs_out_chunk *next;

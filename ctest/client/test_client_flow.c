@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "client_test.h"
-#include "transport.h"
+#include "msg.h"
 
 #define DEVICES	   3
 #define MAX_EVENTS 4096
@@ -495,20 +495,20 @@ int main(void)
 	client = open_fake_client(2000, FLOW_COMMIT_RETRY_MS, &error);
 	CHECK(client, "create against fake devices: expected success, got %d", error);
 
-	/* Every session notices a vanished server host by itself (transport.h). */
+	/* Every session notices a vanished server host by itself (msg.h). */
 	for (int d = 0; d < DEVICES; d++) {
 		int fd = client_socket_to(&devices[d]);
 
 		check_socket_option(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY");
 		check_socket_option(fd, SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE");
-		check_socket_option(fd, IPPROTO_TCP, TCP_KEEPIDLE, NGNFS_TRANSPORT_KEEPALIVE_IDLE_S,
+		check_socket_option(fd, IPPROTO_TCP, TCP_KEEPIDLE, NGNFS_SESSION_KEEPALIVE_IDLE_S,
 				    "TCP_KEEPIDLE");
 		check_socket_option(fd, IPPROTO_TCP, TCP_KEEPINTVL,
-				    NGNFS_TRANSPORT_KEEPALIVE_INTERVAL_S, "TCP_KEEPINTVL");
-		check_socket_option(fd, IPPROTO_TCP, TCP_KEEPCNT, NGNFS_TRANSPORT_KEEPALIVE_PROBES,
+				    NGNFS_SESSION_KEEPALIVE_INTERVAL_S, "TCP_KEEPINTVL");
+		check_socket_option(fd, IPPROTO_TCP, TCP_KEEPCNT, NGNFS_SESSION_KEEPALIVE_PROBES,
 				    "TCP_KEEPCNT");
 		check_socket_option(fd, IPPROTO_TCP, TCP_USER_TIMEOUT,
-				    NGNFS_TRANSPORT_USER_TIMEOUT_MS, "TCP_USER_TIMEOUT");
+				    NGNFS_SESSION_USER_TIMEOUT_MS, "TCP_USER_TIMEOUT");
 	}
 
 	/* GRANTs in reverse order, over two devices, each block once. */

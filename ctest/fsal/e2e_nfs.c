@@ -1298,6 +1298,21 @@ static int setup_two_gateways(void **state)
 	return gateway_b != NULL ? 0 : -1;
 }
 
+/*
+ * A stable gateway of the coherence group whose daemon gets one test-only
+ * environment variable (the FSAL reads them at export start).
+ */
+static struct ganesha_instance *start_gateway_env(const char *variable, const char *value,
+						  const char *name, const char *export_extra)
+{
+	struct ganesha_instance *instance;
+
+	setenv(variable, value, 1);
+	instance = start_gateway(name, "stable", export_extra, coherence_log);
+	unsetenv(variable);
+	return instance;
+}
+
 static unsigned int count_in_log(struct ganesha_instance *instance, const char *needle)
 {
 	char *text = ngnfs_test_read_file(ganesha_instance_log_path(instance), NULL);
@@ -1461,9 +1476,8 @@ static void test_change_waits_for_invalidation(void **state)
 	unsigned int i;
 
 	(void)state;
-	setenv("NGNFS_FSAL_TEST_UP_DELAY_MS", "100", 1);
-	slow = start_gateway("coherence-slow", "stable", slow_export, coherence_log);
-	unsetenv("NGNFS_FSAL_TEST_UP_DELAY_MS");
+	slow =
+	    start_gateway_env("NGNFS_FSAL_TEST_UP_DELAY_MS", "100", "coherence-slow", slow_export);
 	check(slow != NULL, "the slow-up-call gateway did not start");
 	a = nfs_connect(gateway);
 	s = nfs_connect(slow);
@@ -1544,9 +1558,7 @@ static void check_overtaken_getattr(const char *variable, bool read_window, cons
 	uint64_t chmod_returned, stale_until;
 	pthread_t thread;
 
-	setenv(variable, "1500", 1);
-	slow = start_gateway(name, "stable", slow_export, coherence_log);
-	unsetenv(variable);
+	slow = start_gateway_env(variable, "1500", name, slow_export);
 	check(slow != NULL, "the gateway with %s did not start", variable);
 	a = nfs_connect(gateway);
 	s = nfs_connect(slow);
@@ -1682,9 +1694,8 @@ static void test_reset_burst_delivered_whole(void **state)
 	int ret;
 
 	(void)state;
-	setenv("NGNFS_FSAL_TEST_UP_DELAY_MS", "200", 1);
-	burst = start_gateway("coherence-burst", "stable", trusting_export, coherence_log);
-	unsetenv("NGNFS_FSAL_TEST_UP_DELAY_MS");
+	burst = start_gateway_env("NGNFS_FSAL_TEST_UP_DELAY_MS", "200", "coherence-burst",
+				  trusting_export);
 	check(burst != NULL, "the gateway trusting attributes for an hour did not start");
 	a = nfs_connect(gateway);
 	t = nfs_connect(burst);
