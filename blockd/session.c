@@ -273,10 +273,12 @@ void session_accept(struct blockd *server, evutil_socket_t fd, const char *peer)
 		return;
 	}
 	/*
-	 * libevent reads and writes at most 4 KiB / 16 KiB per callback by
-	 * default, so a 1 MiB WRITE frame took 256 trips through the loop
-	 * (epoll_wait, FIONREAD, readv each); one trip per socket buffer's
-	 * worth is what the frame-at-a-time processing wants.
+	 * libevent writes at most 16 KiB per callback by default; raising it
+	 * lets a large reply leave in one trip through the loop.  Reads do
+	 * not follow the setting in libevent 2.1: its evbuffer_read takes at
+	 * most 4 KiB per read event (EVBUFFER_MAX_READ), so a 12 KiB WRITE
+	 * frame still costs 4 trips (epoll_wait, FIONREAD, readv each); see
+	 * docs/performance.md.
 	 */
 	if (bufferevent_set_max_single_read(session->bev, SESSION_MAX_SINGLE_IO) ||
 	    bufferevent_set_max_single_write(session->bev, SESSION_MAX_SINGLE_IO))
