@@ -40,6 +40,10 @@ foreach(test ${NGNFS_FS_TESTS})
 	set_tests_properties(fs_fake_${test} PROPERTIES TIMEOUT 120)
 	ngnfs_add_cluster_test(NAME fs_real_${test} COMMAND test_fs_real ${test} TIMEOUT 180)
 endforeach()
+# A loss recorded against an inode block that a new file gets later: the
+# fake store alone can hand a block out again on demand.
+add_test(NAME fs_fake_loss_not_inherited COMMAND test_fs_fake loss_not_inherited)
+set_tests_properties(fs_fake_loss_not_inherited PROPERTIES TIMEOUT 120)
 # Several client processes on one filesystem: real blockd only.  The three
 # concurrency tests carry the label tsan (the ThreadSanitizer pass).
 foreach(test two_clients_see_each_other concurrent_renames_two_clients rename_subtree_race)

@@ -70,9 +70,9 @@ struct ngnfs_fs {
 	uint16_t device_count;
 
 	/*
-	 * Protects open_files and the lost-inode record; never held in a txn
-	 * nor while calling the cache (the cache's lost callback takes it
-	 * under the cache lock).
+	 * Protects open_files and the lost-inode record; never held while
+	 * calling the cache (the cache's lost callback takes it under the
+	 * cache lock), so a txn may take it briefly (ngnfs_fs_forget_lost).
 	 */
 	pthread_mutex_t open_lock;
 	struct ngnfs_open_file *open_files[NGNFS_OPEN_BUCKETS];
@@ -91,6 +91,9 @@ struct ngnfs_fs {
 	ngnfs_invalidate_fn invalidate;
 	void *invalidate_arg;
 };
+
+/* A new inode got block ino: drop the loss record of the file it held before. */
+void ngnfs_fs_forget_lost(struct ngnfs_fs *fs, uint64_t ino);
 
 /* On-disk fields are little-endian: every access goes through le*toh/htole*. */
 

@@ -166,13 +166,12 @@ static void cache_lost(void *arg, uint64_t blkno, const void *data, int error)
 	pthread_mutex_unlock(&fs->open_lock);
 }
 
-/* The write-back failure of ino's changes not yet reported, or 0; clears it. */
-static int take_lost(struct ngnfs_fs *fs, uint64_t ino)
+/* Remove ino's record and return its error, or 0; under open_lock. */
+static int remove_lost(struct ngnfs_fs *fs, uint64_t ino)
 {
-	int error = 0;
+	int error;
 	uint32_t i;
 
-	pthread_mutex_lock(&fs->open_lock);
 	for (i = 0; i < fs->lost_count; i++) {
 		if (fs->lost_inos[i] != ino)
 			continue;
@@ -180,8 +179,18 @@ static int take_lost(struct ngnfs_fs *fs, uint64_t ino)
 		fs->lost_count--;
 		fs->lost_inos[i] = fs->lost_inos[fs->lost_count];
 		fs->lost_errors[i] = fs->lost_errors[fs->lost_count];
-		break;
+		return error;
 	}
+	return 0;
+}
+
+/* The write-back failure of ino's changes not yet reported, or 0; clears it. */
+static int take_lost(struct ngnfs_fs *fs, uint64_t ino)
+{
+	int error;
+
+	pthread_mutex_lock(&fs->open_lock);
+	error = remove_lost(fs, ino);
 	if (!error && fs->lost_overflow) {
 		/*
 		 * Losses went unrecorded: this inode may be one of them.  Told
@@ -192,6 +201,21 @@ static int take_lost(struct ngnfs_fs *fs, uint64_t ino)
 	}
 	pthread_mutex_unlock(&fs->open_lock);
 	return error;
+}
+
+/*
+ * The allocator handed ino out for a new inode, so the file it named
+ * before is gone (unlinked, or its create was lost with its session and
+ * the reservation went back to the device): its unreported loss must not
+ * fail the new file's first sync.  Records are by block number only
+ * because a create that never reached the device leaves the block's
+ * version, and so the next file's generation, where it was.
+ */
+void ngnfs_fs_forget_lost(struct ngnfs_fs *fs, uint64_t ino)
+{
+	pthread_mutex_lock(&fs->open_lock);
+	remove_lost(fs, ino);
+	pthread_mutex_unlock(&fs->open_lock);
 }
 
 uint64_t ngnfs_write_losses(struct ngnfs_fs *fs)

@@ -237,6 +237,8 @@ static int create_txn(struct ngnfs_txn *txn, void *arg)
 				type == S_IFDIR ? args->dir->ino : 0, &inode);
 	if (ret < 0)
 		goto failed;
+	/* before the create can commit, and so before any loss of its own */
+	ngnfs_fs_forget_lost(args->fs, le64toh(inode->ino));
 	if (args->atime)
 		ngnfs_timespec_to_le(args->atime, &inode->atime_sec, &inode->atime_nsec);
 	if (args->mtime)
