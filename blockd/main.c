@@ -268,7 +268,11 @@ static int run(struct blockd *server)
 	event_add(server->tick, &tick);
 
 	server->start_ms = blockd_now_ms();
-	if (!server->store.created && server->config.grace_ms > 0) {
+	/*
+	 * An unformatted store has no grants or reservations to reclaim, and
+	 * a grace period would only make mkfs's first ALLOC wait.
+	 */
+	if (!server->store.created && server->store.formatted && server->config.grace_ms > 0) {
 		struct timeval grace = { server->config.grace_ms / 1000,
 					 (server->config.grace_ms % 1000) * 1000 };
 

@@ -528,6 +528,19 @@ static void handle_alloc(struct session *session, const struct ngnfs_msg *msg)
 		reply_refused(session, NGNFS_MSG_ALLOC, msg->request_id, -ENODEV);
 		return;
 	}
+	if (server->in_grace) {
+		/*
+		 * A block a client reserved before the restart and has not
+		 * written yet is free here again, but that client still holds
+		 * a change to it (a create) and is about to reclaim it: handing
+		 * it to anyone, the reclaimer included, would give one block
+		 * two owners.  Try again after the grace period.
+		 */
+		log_debug("ALLOC of %u blocks refused for %s: reclaim grace period", want,
+			  session->name);
+		reply_refused(session, NGNFS_MSG_ALLOC, msg->request_id, -EAGAIN);
+		return;
+	}
 	if (want > NGNFS_MSG_MAX_BLOCKS)
 		want = NGNFS_MSG_MAX_BLOCKS;
 	got = alloc_reserve(server, session, want, indexes);

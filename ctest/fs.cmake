@@ -59,6 +59,10 @@ ngnfs_add_cluster_test(NAME fs_real_fsck_repairs_online COMMAND test_fs_real fsc
 # A client stopped with SIGSTOP while it holds grants (blockd --revoke-timeout-ms).
 ngnfs_add_cluster_test(NAME fs_real_stopped_client_loses_grants
 		       COMMAND test_fs_real stopped_client_loses_grants TIMEOUT 180)
+# A device restarted with a 4 s grace period (blockd --grace-ms): creates
+# meanwhile place their inodes on the other device.
+ngnfs_add_cluster_test(NAME fs_real_restart_grace_places_elsewhere
+		       COMMAND test_fs_real restart_grace_places_elsewhere TIMEOUT 180)
 # A 1 MiB block cache: evicted inodes reach the invalidate callback.
 ngnfs_add_cluster_test(NAME fs_real_evicted_inode_is_invalidated
 		       COMMAND test_fs_real evicted_inode_is_invalidated TIMEOUT 180)

@@ -208,8 +208,12 @@ struct alloc_pool {
 	uint32_t capacity;
 	bool refilling;
 	int error;
-	/* the device answered ENOSPC: other devices give blocks until then */
+	/*
+	 * The device answered ENOSPC, or EAGAIN (its reclaim grace period
+	 * after a restart): other devices give blocks until then.
+	 */
 	uint64_t full_until_ms;
+	bool grace_logged; /* said once per grace period that it is passed over */
 };
 
 struct ngnfs_cache {

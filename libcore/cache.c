@@ -84,10 +84,14 @@
  * no grant afterwards, whatever became of the write.
  * A device whose blockd answers ALLOC with ENOSPC is passed over for
  * CACHE_FULL_RECHECK_MS: new blocks meant for it come from the next device
- * with room (cache_alloc_device).  Placement is only a preference (a block
- * number names its device, readers follow pointers), so a full device
- * costs its directories cross-device sets, not ENOSPC while other devices
- * have room.
+ * with room (cache_alloc_device).  So is, for CACHE_GRACE_RECHECK_MS at a
+ * time, one that answers EAGAIN: in its reclaim grace period after a
+ * restart blockd reserves nothing, because a block some client reserved
+ * before the restart and still has to write (a create in flight) looks
+ * free until that client's regrant GET takes it again.  Placement is only
+ * a preference (a block number names its device, readers follow
+ * pointers), so a full device costs its directories cross-device sets,
+ * not ENOSPC while other devices have room.
  * An operation that needs a device without a session fails with -EAGAIN
  * (try again: NFS4ERR_DELAY, which clients retry by themselves) while the
  * session has been lost for less than reclaim_timeout_ms, the time dirty
@@ -131,7 +135,9 @@
 /* How long a dirty block may wait for its grant after a session reset. */
 #define CACHE_DEFAULT_RECLAIM_TIMEOUT_MS 30000
 /* How long a device that answered ALLOC with ENOSPC is passed over. */
-#define CACHE_FULL_RECHECK_MS  2000
+#define CACHE_FULL_RECHECK_MS 2000
+/* ... and one in its reclaim grace period (EAGAIN), which ends within seconds. */
+#define CACHE_GRACE_RECHECK_MS 250
 #define CACHE_REGRANT_RETRY_MS 100
 /* A set refused with -EBUSY (pinned by our previous set) is sent again after this. */
 #define CACHE_BUSY_RETRY_MS 5
@@ -1397,9 +1403,9 @@ uint16_t cache_alloc_device(struct ngnfs_cache *cache, uint16_t device)
 		if (!now)
 			now = cache_now_ms();
 		if (pool->full_until_ms <= now) {
-			/* Time to ask again: frees may have made room. */
+			/* Time to ask again: frees may have made room, the grace may be over. */
 			pool->full_until_ms = 0;
-			if (pool->error == -ENOSPC)
+			if (pool->error == -ENOSPC || pool->error == -EAGAIN)
 				pool->error = 0;
 			return candidate;
 		}
@@ -1437,12 +1443,21 @@ void cache_refill_pool(struct ngnfs_cache *cache, uint16_t device)
 					device);
 		pool->full_until_ms = cache_now_ms() + CACHE_FULL_RECHECK_MS;
 		pool->error = ret;
+	} else if (ret == -EAGAIN) {
+		if (!pool->grace_logged)
+			ngnfs_cache_log("device %u is in its reclaim grace period after a restart: "
+					"new blocks come from the other devices until it ends\n",
+					device);
+		pool->grace_logged = true;
+		pool->full_until_ms = cache_now_ms() + CACHE_GRACE_RECHECK_MS;
+		pool->error = ret;
 	} else if (ret < 0) {
 		ngnfs_cache_log("ALLOC of %u blocks on device %u failed: %s (%d)\n", batch, device,
 				strerror(-ret), ret);
 		pool->error = ret;
 	} else {
 		pool->full_until_ms = 0;
+		pool->grace_logged = false;
 	}
 	for (i = 0; i < allocated; i++) {
 		/* A device hands out its own blocks; anything else is not trusted. */

@@ -291,8 +291,10 @@ int ngnfs_txn_alloc(struct ngnfs_txn *txn, uint16_t device, uint64_t *blkno, uin
 	if (pool->error && !pool->count) {
 		ret = pool->error;
 		pool->error = 0;
-		ngnfs_cache_log("allocating a block on device %u failed: %s (%d)\n", device,
-				strerror(-ret), ret);
+		/* EAGAIN: every device is in its grace period (logged by the refill) */
+		if (ret != -EAGAIN)
+			ngnfs_cache_log("allocating a block on device %u failed: %s (%d)\n", device,
+					strerror(-ret), ret);
 		ret = cache_unreachable_error(cache, device, ret);
 		goto out;
 	}

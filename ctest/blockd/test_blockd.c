@@ -1898,7 +1898,8 @@ static void case_grace(void)
 	struct ngnfs_test_cluster *cluster =
 	    start(1, (const char *[]){ "--grace-ms", "1500", NULL });
 	struct tc reclaimer, newcomer;
-	uint64_t version, started;
+	uint64_t version, started, blknos[2], versions[2];
+	uint32_t got;
 	bool has_data;
 
 	format_all(cluster);
@@ -1911,11 +1912,24 @@ static void case_grace(void)
 	EXPECT_STATUS(tc_get(&reclaimer, 4, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
 	if (now_ms() - started > 1000)
 		fail("a reclaiming session waited for its grant during the grace period");
+	/*
+	 * nothing is reserved during the grace, not even for a reclaimer: a
+	 * block reserved before the restart and not yet written looks free
+	 * until its client's regrant GET takes it
+	 */
+	EXPECT_STATUS(tc_alloc(&reclaimer, 2, blknos, versions, &got), -EAGAIN);
+	EXPECT_STATUS(tc_alloc(&newcomer, 2, blknos, versions, &got), -EAGAIN);
+	if (now_ms() - started > 1000)
+		fail("the ALLOCs were answered %llu ms after restart, too late to tell the grace "
+		     "period's answer",
+		     (unsigned long long)(now_ms() - started));
 	EXPECT_STATUS(tc_grant_wait(&newcomer, 5000, NULL, &version, NULL, NULL, NULL), 0);
 	if (now_ms() - started < 1000)
 		fail("a non-reclaiming session was granted %llu ms after restart, inside the "
 		     "1500 ms grace period",
 		     (unsigned long long)(now_ms() - started));
+	EXPECT_STATUS(tc_alloc(&newcomer, 2, blknos, versions, &got), 0);
+	EXPECT_U64("blocks reserved once the grace period is over", got, 2);
 	tc_close(&reclaimer);
 	tc_close(&newcomer);
 	stop(cluster);

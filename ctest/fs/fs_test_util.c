@@ -5,6 +5,7 @@
  */
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <time.h>
 #include <unistd.h>
@@ -153,6 +154,18 @@ const char *test_blockd_log_path(unsigned int device)
 #else
 	(void)device;
 	return NULL;
+#endif
+}
+
+int test_blockd_kill_restart(unsigned int device)
+{
+#ifdef NGNFS_FS_TEST_REAL
+	int ret = ngnfs_test_cluster_kill(cluster, device, SIGKILL);
+
+	return ret < 0 ? ret : ngnfs_test_cluster_restart(cluster, device);
+#else
+	(void)device;
+	return -ENOSYS;
 #endif
 }
 

@@ -67,6 +67,8 @@ void set_blockd_args(const char *const *args);
 const char *test_manifest_path(void);
 /* Real backend: the log file of one blockd (NULL with the double). */
 const char *test_blockd_log_path(unsigned int device);
+/* Real backend: SIGKILL one blockd and start it again on its port (0 or -errno). */
+int test_blockd_kill_restart(unsigned int device);
 /* Another mount of the same filesystem (unmount with ngnfs_unmount). */
 struct ngnfs_fs *mount_fs(enum ngnfs_durability_mode mode);
 void stop_fs(struct ngnfs_fs *fs);
@@ -126,5 +128,6 @@ void test_tool_commands(void);
 void test_full_device_overflows(void);
 void test_stopped_client_loses_grants(void);
 void test_evicted_inode_is_invalidated(void);
+void test_restart_grace_places_elsewhere(void);
 
 #endif

@@ -921,6 +921,7 @@ static const struct test_case tests[] = {
 	{ "full_device_overflows", test_full_device_overflows },
 	{ "stopped_client_loses_grants", test_stopped_client_loses_grants },
 	{ "evicted_inode_is_invalidated", test_evicted_inode_is_invalidated },
+	{ "restart_grace_places_elsewhere", test_restart_grace_places_elsewhere },
 #endif
 	{ NULL, NULL },
 };

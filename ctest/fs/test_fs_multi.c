@@ -18,6 +18,10 @@
  *    tells its gateway layer to drop what it cached and sees the change.
  *  - evicted_inode_is_invalidated: an inode the block cache evicts is passed
  *    to the gateway's invalidate callback (nobody would revoke it any more).
+ *  - restart_grace_places_elsewhere: creates go on while a restarted
+ *    device is in its reclaim grace period (which reserves nothing),
+ *    their inodes on the other device, and on their own device again
+ *    once it is over.
  *  - rename_subtree_race: two clients at once try to move P under Q and Q
  *    under P; at most one may succeed, and the tree must stay a tree.
  *
@@ -989,5 +993,69 @@ void test_evicted_inode_is_invalidated(void)
 	      "the first file's inode was evicted (%llu evictions) but never invalidated",
 	      (unsigned long long)counters.evictions);
 	ngnfs_set_invalidate(fs, NULL, NULL);
+	stop_fs(fs);
+}
+
+/* ---- restart_grace_places_elsewhere ---- */
+
+#define GRACE_TEST_MS 4000
+
+/*
+ * Files are created in the root, which lives on device 0, so their inodes
+ * go there too.  Device 0 is killed and started again with a grace period
+ * of GRACE_TEST_MS: a create inside it must succeed (the client retries
+ * -EAGAIN while its session comes back) with its inode on device 1, since
+ * device 0 reserves nothing then; after the grace, on device 0 again.
+ */
+void test_restart_grace_places_elsewhere(void)
+{
+	static const char *const args[] = { "--grace-ms", "4000", NULL };
+	struct ngnfs_handle root, handle;
+	uint64_t restarted, took;
+	struct ngnfs_fs *fs;
+	unsigned int tries = 0;
+	int ret;
+
+	set_blockd_args(args);
+	fs = start_fs(2, "restart-grace", NGNFS_MOUNT_STABLE);
+	set_blockd_args(NULL);
+	root = root_of(fs);
+	EXPECT_RET(ngnfs_create(fs, &root, "before", S_IFREG | 0644, 0, 0, 0, &handle, NULL), 0);
+	CHECK(handle.ino >> 48 == 0, "expected a file in the root on device 0, got inode %llx",
+	      (unsigned long long)handle.ino);
+
+	CHECK(test_blockd_kill_restart(0) == 0, "could not kill and restart device 0");
+	restarted = clock_ms();
+	do {
+		ret = ngnfs_create(fs, &root, "in-grace", S_IFREG | 0644, 0, 0, 0, &handle, NULL);
+		if (ret == -EAGAIN)
+			usleep(50 * 1000);
+	} while (ret == -EAGAIN && ++tries < 200);
+	took = clock_ms() - restarted;
+	EXPECT_RET(ret, 0);
+	CHECK(took < GRACE_TEST_MS - 1000,
+	      "the create took %llu ms after the restart, too close to the %u ms grace period "
+	      "to tell where it went",
+	      (unsigned long long)took, GRACE_TEST_MS);
+	CHECK(handle.ino >> 48 == 1,
+	      "a create %llu ms into device 0's grace period got inode %llx: expected it on "
+	      "device 1, since device 0 must reserve nothing then",
+	      (unsigned long long)took, (unsigned long long)handle.ino);
+
+	while (clock_ms() - restarted < GRACE_TEST_MS + 500)
+		usleep(100 * 1000);
+	tries = 0;
+	do {
+		ret =
+		    ngnfs_create(fs, &root, "after-grace", S_IFREG | 0644, 0, 0, 0, &handle, NULL);
+		if (ret == -EAGAIN)
+			usleep(50 * 1000);
+	} while (ret == -EAGAIN && ++tries < 100);
+	EXPECT_RET(ret, 0);
+	CHECK(handle.ino >> 48 == 0,
+	      "a create after the grace period got inode %llx, expected "
+	      "device 0 again",
+	      (unsigned long long)handle.ino);
+	check_fsck_clean(fs);
 	stop_fs(fs);
 }
