@@ -998,7 +998,9 @@ void test_evicted_inode_is_invalidated(void)
 
 /* ---- restart_grace_places_elsewhere ---- */
 
-#define GRACE_TEST_MS 4000
+#define GRACE_TEST_MS	    4000
+#define GRACE_TEST_TEXT(ms) #ms
+#define GRACE_TEST_ARG(ms)  GRACE_TEST_TEXT(ms)
 
 /*
  * Files are created in the root, which lives on device 0, so their inodes
@@ -1009,7 +1011,7 @@ void test_evicted_inode_is_invalidated(void)
  */
 void test_restart_grace_places_elsewhere(void)
 {
-	static const char *const args[] = { "--grace-ms", "4000", NULL };
+	static const char *const args[] = { "--grace-ms", GRACE_TEST_ARG(GRACE_TEST_MS), NULL };
 	struct ngnfs_handle root, handle;
 	uint64_t restarted, took;
 	struct ngnfs_fs *fs;
@@ -1053,8 +1055,7 @@ void test_restart_grace_places_elsewhere(void)
 	} while (ret == -EAGAIN && ++tries < 100);
 	EXPECT_RET(ret, 0);
 	CHECK(handle.ino >> 48 == 0,
-	      "a create after the grace period got inode %llx, expected "
-	      "device 0 again",
+	      "a create after the grace period got inode %llx, expected device 0 again",
 	      (unsigned long long)handle.ino);
 	check_fsck_clean(fs);
 	stop_fs(fs);
