@@ -79,6 +79,9 @@
 #       the held write carries the old bytes, the newer set is sent only after
 #       it completed, based on its version, with the new bytes; in stable mode
 #       the second writer waits for its own set, written after the first.
+#   devices_write_independently      (fake only) a stable commit on device 1
+#       is written while device 0's write is held in flight; two commits on
+#       device 0 meanwhile wait for that write and then share one write.
 #   cow_revoke_writes_both_in_order  (fake only) another client's read during
 #       that state waits; the frozen write, then the newer set (with the
 #       release) are written, and only then does the reader get a = 2.
@@ -149,7 +152,8 @@ set(NGNFS_CACHE_TESTS
     reclaim_timeout_sets_commit_retry)
 
 foreach(test ${NGNFS_CACHE_TESTS} session_reset_regrants_dirty write_failure_reported
-	     cow_write_during_writeback cow_revoke_writes_both_in_order cow_first_write_fails
+	     cow_write_during_writeback devices_write_independently
+	     cow_revoke_writes_both_in_order cow_first_write_fails
 	     read_of_block_in_flight_waits write_in_flight_at_reset_is_resent
 	     multi_device_write_at_reset_is_resent grant_lost_under_committed_write
 	     applied_write_at_reset_is_kept release_waits_for_invalidation)

@@ -188,6 +188,7 @@ struct dirty_set {
 	bool flush_wanted; /* write as soon as no block of it is write-locked */
 	bool flush_release;
 	bool flusher_write;	/* counts against the flusher's round in flight */
+	uint16_t flusher_slot;	/* which: a device, or device_count for multi-device */
 	bool found_applied;	/* a write in doubt turned out applied (logged once) */
 	uint64_t not_before_ms; /* refused as busy: try again after this */
 	/* while writing */
@@ -241,7 +242,8 @@ struct ngnfs_cache {
 	bool flusher_started;
 	pthread_cond_t flusher_cond;
 	bool stopping;
-	uint32_t flusher_inflight;	   /* writes of the flusher's current round */
+	uint32_t flusher_inflight;	   /* flusher writes in flight, all slots */
+	uint32_t *flusher_slot_busy;	   /* device_count + 1: in flight per slot */
 	struct dirty_set **flusher_groups; /* device_count + 1, see flusher_gather */
 	bool pressure;
 	/*

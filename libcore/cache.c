@@ -21,10 +21,12 @@
  *    short.  The flusher writes in rounds: everything eligible is merged
  *    into one set per device (single-device sets stay single-device
  *    WRITEs; merging across devices would buy a two-phase commit) plus
- *    one for the sets that already span devices, and the next round only
- *    starts when the last one completed; that is what gathers concurrent
- *    commits into few writes.  It also re-asks for the grants of dirty
- *    blocks after a session reset, until the session is back.
+ *    one for the sets that already span devices, and a device's next
+ *    write only starts when its last one completed; that is what gathers
+ *    concurrent commits into few writes, while devices (and the
+ *    multi-device group) do not wait for each other's round trips.  It
+ *    also re-asks for the grants of dirty blocks after a session reset,
+ *    until the session is back.
  *
  * A revoked dirty block writes back its whole dirty set with the release
  * folded into the write (down to READ, so the set's other blocks keep a
@@ -354,16 +356,18 @@ void cache_kick_flusher(struct ngnfs_cache *cache)
 /*
  * Signalling on every commit cost a futex wake and a flusher pass
  * contending for the lock per create (docs/performance.md).  The flusher
- * need not be woken while it runs (it gathers before it sleeps), while a
- * round is in flight (the completion wakes it), or when its timer ends
- * before the set is due; a set with a stable waiter, a sync, a wanted
- * flush or memory pressure is due now.
+ * need not be woken while it runs (it gathers before it sleeps), while
+ * every slot has a round in flight (their completions wake it), or when
+ * its timer ends before the set is due; a set with a stable waiter, a
+ * sync, a wanted flush or memory pressure is due now.  Which slot the
+ * set would take is not worked out here (that walks the set): a kick
+ * while only other slots are busy costs one pass of the flusher.
  */
 void cache_kick_flusher_for(struct ngnfs_cache *cache, const struct dirty_set *set)
 {
 	uint64_t due = 0;
 
-	if (!cache->flusher_wake_ms || cache->flusher_inflight)
+	if (!cache->flusher_wake_ms || cache->flusher_inflight > cache->device_count)
 		return;
 	if (!(set->waiters || set->flush_wanted || set->birth_seq <= cache->sync_seq ||
 	      cache->pressure))
@@ -989,6 +993,7 @@ static void cache_write_done(void *arg, int status, const uint64_t *versions)
 	pthread_mutex_lock(&cache->lock);
 	cache->writes_inflight--;
 	if (set->flusher_write) {
+		cache->flusher_slot_busy[set->flusher_slot]--;
 		cache->flusher_inflight--;
 		cache_kick_flusher(cache);
 	}
@@ -1506,8 +1511,10 @@ static uint16_t set_device(const struct ngnfs_cache *cache, const struct dirty_s
  * sets that live on a single device (one WRITE each, no two-phase
  * commit), and one for the sets that span devices (they pay for the
  * two-phase commit anyway).  Merging single-device sets of different
- * devices would turn cheap WRITEs into a multi-device commit.  Fills
- * groups[0..device_count] and returns how many are non-empty.
+ * devices would turn cheap WRITEs into a multi-device commit.  A slot
+ * (a device, or the multi-device group) with a write in flight gets no
+ * group: its sets wait for that completion and share the next write.
+ * Fills groups[0..device_count] and returns how many are non-empty.
  */
 static size_t flusher_gather(struct ngnfs_cache *cache, uint64_t now, uint64_t *next_deadline,
 			     struct dirty_set **groups)
@@ -1568,6 +1575,8 @@ static size_t flusher_gather(struct ngnfs_cache *cache, uint64_t now, uint64_t *
 		uint16_t device = set_device(cache, eligible[i]);
 		struct dirty_set *group = groups[device];
 
+		if (cache->flusher_slot_busy[device])
+			continue;
 		if (!group) {
 			groups[device] = eligible[i];
 			found++;
@@ -1632,10 +1641,13 @@ static void *flusher_main(void *arg)
 		}
 
 		/*
-		 * One round of writes at a time: what commits while a round is
-		 * in flight waits for the next one and shares its writes.
+		 * One round of writes at a time per slot (a device, or the
+		 * multi-device group): what commits while its device's write
+		 * is in flight waits for the next one and shares its write,
+		 * while a commit on another device need not wait for this
+		 * device's round trip and sync (docs/performance.md, run 11).
 		 */
-		if (!cache->flusher_inflight) {
+		if (cache->flusher_inflight <= cache->device_count) {
 			struct cache_action *actions = NULL;
 			size_t i;
 
@@ -1645,10 +1657,13 @@ static void *flusher_main(void *arg)
 				for (i = 0; i <= cache->device_count; i++) {
 					struct dirty_set *set = cache->flusher_groups[i];
 
-					if (set &&
-					    dirty_set_try_write(cache, set, false,
-								NGNFS_ACCESS_NONE, true, &actions))
+					if (set && dirty_set_try_write(cache, set, false,
+								       NGNFS_ACCESS_NONE, true,
+								       &actions)) {
+						set->flusher_slot = (uint16_t)i;
+						cache->flusher_slot_busy[i]++;
 						cache->flusher_inflight++;
+					}
 				}
 			}
 			if (actions) {
@@ -1729,7 +1744,9 @@ static int cache_start(struct ngnfs_cache *cache)
 	cache->pools = calloc(cache->device_count ? cache->device_count : 1, sizeof(*cache->pools));
 	cache->flusher_groups =
 	    calloc((size_t)cache->device_count + 1, sizeof(*cache->flusher_groups));
-	if (!cache->pools || !cache->flusher_groups)
+	cache->flusher_slot_busy =
+	    calloc((size_t)cache->device_count + 1, sizeof(*cache->flusher_slot_busy));
+	if (!cache->pools || !cache->flusher_groups || !cache->flusher_slot_busy)
 		return -ENOMEM;
 	ret = pthread_create(&cache->flusher, NULL, flusher_main, cache);
 	if (ret)
@@ -1758,6 +1775,7 @@ static void cache_free(struct ngnfs_cache *cache)
 	free(cache->deferred);
 	free(cache->pools);
 	free(cache->flusher_groups);
+	free(cache->flusher_slot_busy);
 	for (i = 0; i < NGNFS_CACHE_WAITQS; i++)
 		pthread_cond_destroy(&cache->waitqs[i]);
 	pthread_cond_destroy(&cache->flusher_cond);

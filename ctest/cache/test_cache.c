@@ -1817,6 +1817,62 @@ static void reset_under_held_write(struct ngnfs_cache *cache)
 }
 
 /*
+ * Each device has its own round of writes: a stable commit on device 1 is
+ * sent while device 0's write is still in flight (a slow disk behind one
+ * device holds back only that device), while commits on device 0 wait for
+ * its write to complete and then share one write (group commit).
+ */
+static int test_devices_write_independently(void)
+{
+	struct ngnfs_cache *stable = new_cache(NGNFS_DURABILITY_STABLE, 0, 0);
+	uint64_t a = TEST_BLOCK(0, 11), b = TEST_BLOCK(1, 12);
+	uint64_t c = TEST_BLOCK(0, 13), d = TEST_BLOCK(0, 14);
+	struct bg_call first, other, second, third;
+	uint64_t writes;
+	int ret;
+
+	put(stable, a, 1);
+	put(stable, b, 1);
+	put(stable, c, 1);
+	put(stable, d, 1);
+	start_held(&first, stable, BG_PUT, a, 2, "for the stable write of a on device 0");
+	bg_start(&other, stable, BG_PUT, b, 2);
+	wait_held(2, "for the write of b on device 1 while device 0's write is in flight");
+	bg_start(&second, stable, BG_PUT, c, 2);
+	bg_start(&third, stable, BG_PUT, d, 2);
+	usleep(200 * 1000);
+	CHECK(fake_server_held_writes() == 2 && !bg_done(&second) && !bg_done(&third),
+	      "expected c and d (device 0) to wait for device 0's write in flight, the server "
+	      "holds %u writes",
+	      fake_server_held_writes());
+	writes = fake_server_writes();
+	fake_server_release_writes(0);
+	ret = bg_join(&first);
+	CHECK(ret == 0, "expected the stable write of a to succeed, got %d", ret);
+	ret = bg_join(&other);
+	CHECK(ret == 0, "expected the stable write of b to succeed, got %d", ret);
+	wait_held(1, "for one write carrying both c and d");
+	CHECK(!bg_done(&second) && !bg_done(&third),
+	      "expected the writers of c and d to wait for their write");
+	fake_server_release_writes(0);
+	ret = bg_join(&second);
+	CHECK(ret == 0, "expected the stable write of c to succeed, got %d", ret);
+	ret = bg_join(&third);
+	CHECK(ret == 0, "expected the stable write of d to succeed, got %d", ret);
+	CHECK(server_value(a) == 2 && server_value(b) == 2 && server_value(c) == 2 &&
+		  server_value(d) == 2,
+	      "expected a, b, c and d = 2 on the servers, got %llu, %llu, %llu, %llu",
+	      (unsigned long long)server_value(a), (unsigned long long)server_value(b),
+	      (unsigned long long)server_value(c), (unsigned long long)server_value(d));
+	CHECK(fake_server_writes() - writes == 3,
+	      "expected three writes (a, b, then c with d), the server applied %llu",
+	      (unsigned long long)(fake_server_writes() - writes));
+	fake_server_hold_writes(false);
+	ngnfs_cache_destroy(stable);
+	return 0;
+}
+
+/*
  * A change to a block whose set is being written does not wait for the
  * write; the write in flight carries the old bytes, the newer set the new
  * ones, and the newer set is only sent once the first completed (based on
@@ -2329,6 +2385,7 @@ static const struct test tests[] = {
 	{ "session_reset_regrants_dirty", test_session_reset_regrants_dirty, true },
 	{ "write_failure_reported", test_write_failure_reported, true },
 	{ "cow_write_during_writeback", test_cow_write_during_writeback, true },
+	{ "devices_write_independently", test_devices_write_independently, true },
 	{ "cow_revoke_writes_both_in_order", test_cow_revoke_writes_both_in_order, true },
 	{ "cow_first_write_fails", test_cow_first_write_fails, true },
 	{ "read_of_block_in_flight_waits", test_read_of_block_in_flight_waits, true },
