@@ -550,6 +550,82 @@ static void case_write_read(void)
 }
 
 /*
+ * A frame that arrives in pieces is applied once it is whole (the session
+ * reads the rest of a frame itself once its header is in, session.c), and
+ * a connection that ends in the middle of a frame applies nothing of it.
+ */
+static void case_frame_in_pieces(void)
+{
+	struct ngnfs_test_cluster *cluster = start(1, NULL);
+	const size_t cuts[] = { NGNFS_MSG_HEADER_SIZE / 2, NGNFS_MSG_HEADER_SIZE + 100, 5000,
+				9000 };
+	static uint8_t data[3][NGNFS_BLOCK_SIZE], back[NGNFS_BLOCK_SIZE];
+	struct ngnfs_block_request blocks[3];
+	struct ngnfs_buffer buffer;
+	struct tc_frame reply;
+	struct tc writer, reader;
+	uint64_t version = 0;
+	bool has_data = false;
+	size_t sent = 0;
+
+	format_all(cluster);
+	open_session(&writer, cluster, 0, 0);
+	for (unsigned int i = 0; i < 3; i++) {
+		fill(data[i], (uint8_t)(10 + i));
+		EXPECT_STATUS(
+		    tc_get(&writer, 20 + i, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
+		blocks[i] = (struct ngnfs_block_request){ .blkno = 20 + i,
+							  .version = version,
+							  .data = data[i] };
+	}
+	ngnfs_buffer_init(&buffer);
+	EXPECT_STATUS(ngnfs_encode_write(&buffer, 900, 0, NGNFS_WRITE_SINGLE, 0, 0, NULL, 0, blocks,
+					 3, NULL, 0),
+		      0);
+	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+		EXPECT_STATUS(tc_send_raw(&writer, buffer.data + sent, cuts[i] - sent), 0);
+		sent = cuts[i];
+		usleep(50 * 1000);
+	}
+	EXPECT_STATUS(tc_send_raw(&writer, buffer.data + sent, buffer.length - sent), 0);
+	ngnfs_buffer_free(&buffer);
+	if (tc_recv(&writer, &reply, 3000))
+		fail("expected a reply to the WRITE sent in pieces, got nothing");
+	if (reply.msg.type != NGNFS_MSG_WRITE_REPLY || reply.msg.status != 0)
+		fail("expected WRITE_REPLY with status 0 for the frame sent in pieces, got %s "
+		     "status %d",
+		     ngnfs_msg_type_name(reply.msg.type), reply.msg.status);
+	tc_frame_free(&reply);
+
+	/* Half of a second write of block 20, then the connection ends. */
+	fill(data[0], 99);
+	blocks[0].version = 1;
+	ngnfs_buffer_init(&buffer);
+	EXPECT_STATUS(ngnfs_encode_write(&buffer, 901, 0, NGNFS_WRITE_SINGLE, 0, 0, NULL, 0, blocks,
+					 1, NULL, 0),
+		      0);
+	EXPECT_STATUS(tc_send_raw(&writer, buffer.data, buffer.length / 2), 0);
+	ngnfs_buffer_free(&buffer);
+	usleep(100 * 1000);
+	tc_close(&writer);
+
+	open_session(&reader, cluster, 0, 0);
+	for (unsigned int i = 0; i < 3; i++) {
+		fill(data[i], (uint8_t)(10 + i));
+		EXPECT_STATUS(
+		    tc_get(&reader, 20 + i, NGNFS_ACCESS_READ, 0, &version, &has_data, back), 0);
+		EXPECT_U64("version of a block written by the frame sent in pieces", version, 1);
+		if (!has_data || memcmp(back, data[i], sizeof(back)))
+			fail("block %u: read back data differs from the frame sent in pieces",
+			     20 + i);
+	}
+	tc_close(&reader);
+	if (!log_contains(cluster, 0, "connection closed by peer"))
+		fail("expected the session cut off mid-frame to end with a log line");
+	stop(cluster);
+}
+
+/*
  * A write waiting for the commit thread when its client closes the
  * connection: nobody gets the block until that write is durable, so the
  * next writer sees its version and contents, and versions stay unique.
@@ -1952,6 +2028,7 @@ static const struct {
 	{ "hello_wrong_fs_id", case_hello_wrong_fs_id },
 	{ "unformatted", case_unformatted },
 	{ "write_read", case_write_read },
+	{ "frame_in_pieces", case_frame_in_pieces },
 	{ "grant_waits_for_pending_write", case_grant_waits_for_pending_write },
 	{ "write_refused", case_write_refused },
 	{ "corrupt_block", case_corrupt_block },
