@@ -149,8 +149,8 @@ static void protocol_error(struct session *session, const uint8_t *header, int s
  * readv each).  Once the header has said how long the frame is, the rest
  * that already waits in the socket is read straight into the input
  * buffer with one recvmsg.  Nothing here reports an error or the end of
- * the stream: whatever recvmsg finds besides data, the bufferevent finds
- * again on its next read and ends the session as it always does.
+ * the stream: the bufferevent's next read finds the end (a reset read
+ * here shows there as the end) and ends the session as it always does.
  */
 static void session_read_rest(struct session *session, struct evbuffer *input, size_t missing)
 {

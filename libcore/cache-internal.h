@@ -187,7 +187,7 @@ struct dirty_set {
 	bool writing;
 	bool flush_wanted; /* write as soon as no block of it is write-locked */
 	bool flush_release;
-	bool flusher_write;	/* counts against the flusher's round in flight */
+	bool flusher_write;	/* counts against its slot's write in flight */
 	uint16_t flusher_slot;	/* which: a device, or device_count for multi-device */
 	bool found_applied;	/* a write in doubt turned out applied (logged once) */
 	uint64_t not_before_ms; /* refused as busy: try again after this */
