@@ -9,7 +9,8 @@
  * logged with the peer address, and the connection is closed once the
  * ERROR is flushed, because the stream position can no longer be
  * trusted.  Requests already decoded are unaffected; nothing of the
- * malformed frame reaches the store.
+ * malformed frame reaches the store.  Nor does anything of a frame the
+ * stream ends in the middle of; the log line says so.
  *
  * A session stops reading while one of its requests waits for the
  * commit thread (see blockd.h), by disabling EV_READ; the frames that
@@ -148,16 +149,17 @@ static void protocol_error(struct session *session, const uint8_t *header, int s
  * frame would take five trips through the loop (epoll_wait, FIONREAD,
  * readv each).  Once the header has said how long the frame is, the rest
  * that already waits in the socket is read straight into the input
- * buffer with one recvmsg.  Nothing here reports an error or the end of
- * the stream: the bufferevent's next read finds the end (a reset read
- * here shows there as the end) and ends the session as it always does.
+ * buffer with one recvmsg.  Returns 0, or -ECONNRESET (and friends) or
+ * -EPIPE for the end of the stream, which the caller ends the session
+ * with: once read here, the bufferevent would never see it.
  */
-static void session_read_rest(struct session *session, struct evbuffer *input, size_t missing)
+static int session_read_rest(struct session *session, struct evbuffer *input, size_t missing)
 {
 	struct evbuffer_iovec space[2];
 	struct iovec iov[2];
 	struct msghdr message = { .msg_iov = iov };
 	ssize_t got;
+	int error = 0;
 	int count;
 
 	/* A bufferevent freezes the end of its input; it thaws it to read, as here. */
@@ -165,7 +167,7 @@ static void session_read_rest(struct session *session, struct evbuffer *input, s
 	count = evbuffer_reserve_space(input, (ev_ssize_t)missing, space, 2);
 	if (count <= 0) {
 		evbuffer_freeze(input, 0);
-		return;
+		return 0;
 	}
 	/* Only this frame: the extents may be larger than asked for. */
 	for (int i = 0; i < count; i++) {
@@ -177,8 +179,13 @@ static void session_read_rest(struct session *session, struct evbuffer *input, s
 	}
 	message.msg_iovlen = (size_t)count;
 	got = recvmsg(bufferevent_getfd(session->bev), &message, MSG_DONTWAIT);
-	if (got < 0)
+	if (got < 0) {
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			error = -errno;
 		got = 0;
+	} else if (got == 0) {
+		error = -EPIPE;
+	}
 	for (int i = 0; i < count; i++) {
 		size_t used = (size_t)got < space[i].iov_len ? (size_t)got : space[i].iov_len;
 
@@ -187,6 +194,28 @@ static void session_read_rest(struct session *session, struct evbuffer *input, s
 	}
 	evbuffer_commit_space(input, space, count);
 	evbuffer_freeze(input, 0);
+	return error;
+}
+
+/*
+ * Why a session ended at the end of its stream: a peer that stops in the
+ * middle of a frame (a crash, a cut cable, a client bug) is worth telling
+ * apart from one that closed between requests.
+ */
+static void session_end_of_stream(struct session *session, int error)
+{
+	size_t partial = evbuffer_get_length(bufferevent_get_input(session->bev));
+	char reason[160];
+
+	if (error && error != -EPIPE)
+		snprintf(reason, sizeof(reason), "%s", strerror(-error));
+	else
+		snprintf(reason, sizeof(reason), "connection closed by peer");
+	if (partial)
+		snprintf(reason + strlen(reason), sizeof(reason) - strlen(reason),
+			 " in the middle of a frame (%zu bytes of it received, discarded)",
+			 partial);
+	session_end(session, reason);
 }
 
 static void session_process(struct session *session)
@@ -214,7 +243,11 @@ static void session_process(struct session *session)
 			break;
 		}
 		if (available < frame_length) {
-			session_read_rest(session, input, frame_length - available);
+			ret = session_read_rest(session, input, frame_length - available);
+			if (ret) {
+				session_end_of_stream(session, ret);
+				return;
+			}
 			available = evbuffer_get_length(input);
 			if (available < frame_length)
 				break;
@@ -263,9 +296,10 @@ static void event_callback(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_TIMEOUT)
 		session_end(session, "no HELLO within hello_timeout_ms");
 	else if (what & BEV_EVENT_EOF)
-		session_end(session, "connection closed by peer");
+		session_end_of_stream(session, 0);
 	else if (what & BEV_EVENT_ERROR)
-		session_end(session, evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+		session_end_of_stream(session,
+				      EVUTIL_SOCKET_ERROR() ? -EVUTIL_SOCKET_ERROR() : -EIO);
 }
 
 /* Best effort: a session works without them, only it notices a dead peer later. */

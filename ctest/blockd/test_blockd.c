@@ -620,8 +620,8 @@ static void case_frame_in_pieces(void)
 			     20 + i);
 	}
 	tc_close(&reader);
-	if (!log_contains(cluster, 0, "connection closed by peer"))
-		fail("expected the session cut off mid-frame to end with a log line");
+	if (!log_contains(cluster, 0, "connection closed by peer in the middle of a frame"))
+		fail("expected the session cut off mid-frame to end with a log line saying so");
 	stop(cluster);
 }
 
