@@ -40,8 +40,9 @@
  * btree blocks, file data) libcore only knows the owning inode's number.
  * So we track the generation of every inode we have handed to ganesha, by
  * reference count (objects are allocated per lookup and released by
- * MDCACHE); an invalidation for an inode we never handed out is dropped
- * without calling MDCACHE, since it cannot be cached.
+ * MDCACHE), in a chained hash that doubles as it fills, since MDCACHE may
+ * hold millions; an invalidation for an inode we never handed out is
+ * dropped without calling MDCACHE, since it cannot be cached.
  *
  * Every delivered invalidation logs a DEBUG line of component FSAL_UP
  * ("NGNFS up: invalidated inode ..."), which the coherence test counts.
@@ -108,8 +109,13 @@
 #define NGNFS_UP_TABLE_FIRST_SLOTS 1024
 /* 2^27 slots of 32 bytes: more inodes than any MDCACHE holds */
 #define NGNFS_UP_TABLE_MAX_SLOTS (1U << 27)
-/* generation tracking: buckets of a chained hash */
-#define NGNFS_UP_TRACK_BUCKETS 4096
+/*
+ * generation tracking: buckets of a chained hash (a power of two), doubled
+ * when it holds more inodes than buckets, so that chains stay short
+ * however large a site makes MDCACHE
+ */
+#define NGNFS_UP_TRACK_FIRST_BUCKETS 4096
+#define NGNFS_UP_TRACK_MAX_BUCKETS   (1U << 26)
 /* reads a revocation overtakes: slots shared by hash (power of two) */
 #define NGNFS_UP_HAND_SLOTS 4096
 /* how long after a call returned MDCACHE may still be storing its result */
@@ -161,9 +167,11 @@ struct ngnfs_fsal_up_queue {
 	uint64_t taken; /* tables our thread has taken: the last ticket it holds */
 	uint64_t dropped;
 
-	/* protects tracked */
+	/* protects tracked, track_buckets, track_count */
 	pthread_mutex_t track_mutex;
-	struct ngnfs_fsal_up_tracked *tracked[NGNFS_UP_TRACK_BUCKETS];
+	struct ngnfs_fsal_up_tracked **tracked;
+	unsigned int track_buckets;
+	uint64_t track_count;
 
 	/* reads a revocation overtakes (atomics, no lock) */
 	uint64_t revocation_sequence;
@@ -384,25 +392,68 @@ static uint64_t ngnfs_fsal_up_invalidated(void *arg, const struct ngnfs_handle *
 	return ticket;
 }
 
+/* The chain ino hashes to; track_mutex held. */
+static struct ngnfs_fsal_up_tracked **ngnfs_fsal_up_track_bucket(struct ngnfs_fsal_up_queue *queue,
+								 uint64_t ino)
+{
+	return &queue->tracked[ngnfs_fsal_up_hash(ino) & (queue->track_buckets - 1)];
+}
+
+/*
+ * Twice the buckets, every inode rehashed: amortised over the inodes that
+ * filled the table, and under track_mutex for a few milliseconds at most
+ * (the I/O thread's callback waits that long once per doubling).  Without
+ * memory the chains just grow longer: slower, still correct.
+ */
+static void ngnfs_fsal_up_track_grow(struct ngnfs_fsal_up_queue *queue)
+{
+	unsigned int buckets = queue->track_buckets * 2;
+	struct ngnfs_fsal_up_tracked **table;
+
+	if (buckets > NGNFS_UP_TRACK_MAX_BUCKETS)
+		return;
+	table = calloc(buckets, sizeof(*table));
+	if (table == NULL)
+		return;
+	for (unsigned int i = 0; i < queue->track_buckets; i++) {
+		struct ngnfs_fsal_up_tracked *tracked;
+
+		while ((tracked = queue->tracked[i]) != NULL) {
+			unsigned int bucket = ngnfs_fsal_up_hash(tracked->ino) & (buckets - 1);
+
+			queue->tracked[i] = tracked->next;
+			tracked->next = table[bucket];
+			table[bucket] = tracked;
+		}
+	}
+	free(queue->tracked);
+	queue->tracked = table;
+	queue->track_buckets = buckets;
+	LogDebug(COMPONENT_FSAL_UP, "NGNFS up: %" PRIu64 " inodes tracked: %u buckets now",
+		 queue->track_count, buckets);
+}
+
 void ngnfs_fsal_up_track(struct ngnfs_fsal_export *export, const struct ngnfs_handle *handle)
 {
 	struct ngnfs_fsal_up_queue *queue = export->up_queue;
+	struct ngnfs_fsal_up_tracked **bucket;
 	struct ngnfs_fsal_up_tracked *tracked;
-	unsigned int bucket;
 
 	if (queue == NULL)
 		return;
-	bucket = ngnfs_fsal_up_hash(handle->ino) % NGNFS_UP_TRACK_BUCKETS;
 	pthread_mutex_lock(&queue->track_mutex);
-	for (tracked = queue->tracked[bucket]; tracked != NULL; tracked = tracked->next)
+	bucket = ngnfs_fsal_up_track_bucket(queue, handle->ino);
+	for (tracked = *bucket; tracked != NULL; tracked = tracked->next)
 		if (tracked->ino == handle->ino && tracked->generation == handle->generation)
 			break;
 	if (tracked == NULL) {
 		tracked = gsh_calloc(1, sizeof(*tracked));
 		tracked->ino = handle->ino;
 		tracked->generation = handle->generation;
-		tracked->next = queue->tracked[bucket];
-		queue->tracked[bucket] = tracked;
+		tracked->next = *bucket;
+		*bucket = tracked;
+		if (++queue->track_count > queue->track_buckets)
+			ngnfs_fsal_up_track_grow(queue);
 	}
 	tracked->references++;
 	pthread_mutex_unlock(&queue->track_mutex);
@@ -413,17 +464,17 @@ void ngnfs_fsal_up_untrack(struct ngnfs_fsal_export *export, const struct ngnfs_
 	struct ngnfs_fsal_up_queue *queue = export->up_queue;
 	struct ngnfs_fsal_up_tracked **link;
 	struct ngnfs_fsal_up_tracked *tracked;
-	unsigned int bucket;
 
 	if (queue == NULL)
 		return;
-	bucket = ngnfs_fsal_up_hash(handle->ino) % NGNFS_UP_TRACK_BUCKETS;
 	pthread_mutex_lock(&queue->track_mutex);
-	for (link = &queue->tracked[bucket]; (tracked = *link) != NULL; link = &tracked->next) {
+	for (link = ngnfs_fsal_up_track_bucket(queue, handle->ino); (tracked = *link) != NULL;
+	     link = &tracked->next) {
 		if (tracked->ino == handle->ino && tracked->generation == handle->generation) {
 			if (--tracked->references == 0) {
 				*link = tracked->next;
 				gsh_free(tracked);
+				queue->track_count--;
 			}
 			break;
 		}
@@ -434,10 +485,10 @@ void ngnfs_fsal_up_untrack(struct ngnfs_fsal_export *export, const struct ngnfs_
 static bool ngnfs_fsal_up_is_tracked(struct ngnfs_fsal_up_queue *queue, uint64_t ino)
 {
 	struct ngnfs_fsal_up_tracked *tracked;
-	unsigned int bucket = ngnfs_fsal_up_hash(ino) % NGNFS_UP_TRACK_BUCKETS;
 
 	pthread_mutex_lock(&queue->track_mutex);
-	for (tracked = queue->tracked[bucket]; tracked != NULL; tracked = tracked->next)
+	for (tracked = *ngnfs_fsal_up_track_bucket(queue, ino); tracked != NULL;
+	     tracked = tracked->next)
 		if (tracked->ino == ino)
 			break;
 	pthread_mutex_unlock(&queue->track_mutex);
@@ -452,11 +503,10 @@ static unsigned int ngnfs_fsal_up_generations(struct ngnfs_fsal_up_queue *queue,
 					      uint64_t *generations, unsigned int max)
 {
 	struct ngnfs_fsal_up_tracked *tracked;
-	unsigned int bucket = ngnfs_fsal_up_hash(ino) % NGNFS_UP_TRACK_BUCKETS;
 	unsigned int count = 0;
 
 	pthread_mutex_lock(&queue->track_mutex);
-	for (tracked = queue->tracked[bucket]; tracked != NULL && count < max;
+	for (tracked = *ngnfs_fsal_up_track_bucket(queue, ino); tracked != NULL && count < max;
 	     tracked = tracked->next)
 		if (tracked->ino == ino)
 			generations[count++] = tracked->generation;
@@ -674,6 +724,9 @@ static void ngnfs_fsal_up_free_tables(struct ngnfs_fsal_up_queue *queue)
 	ngnfs_fsal_up_table_destroy(&queue->tables[1]);
 	ngnfs_fsal_up_table_destroy(&queue->redo);
 	ngnfs_fsal_up_table_destroy(&queue->redo_kept);
+	free(queue->tracked);
+	queue->tracked = NULL;
+	queue->track_buckets = 0;
 }
 
 int ngnfs_fsal_up_start(struct ngnfs_fsal_export *export)
@@ -704,13 +757,16 @@ int ngnfs_fsal_up_start(struct ngnfs_fsal_export *export)
 	if (ngnfs_fsal_up_table_init(&queue->tables[0], NGNFS_UP_TABLE_FIRST_SLOTS) < 0 ||
 	    ngnfs_fsal_up_table_init(&queue->tables[1], NGNFS_UP_TABLE_FIRST_SLOTS) < 0 ||
 	    ngnfs_fsal_up_table_init(&queue->redo, NGNFS_UP_TABLE_FIRST_SLOTS) < 0 ||
-	    ngnfs_fsal_up_table_init(&queue->redo_kept, NGNFS_UP_TABLE_FIRST_SLOTS) < 0) {
+	    ngnfs_fsal_up_table_init(&queue->redo_kept, NGNFS_UP_TABLE_FIRST_SLOTS) < 0 ||
+	    (queue->tracked = calloc(NGNFS_UP_TRACK_FIRST_BUCKETS, sizeof(*queue->tracked))) ==
+		NULL) {
 		LogCrit(COMPONENT_FSAL_UP, "NGNFS up: export %u: no memory for its tables",
 			export->export.export_id);
 		ngnfs_fsal_up_free_tables(queue);
 		gsh_free(queue);
 		return -ENOMEM;
 	}
+	queue->track_buckets = NGNFS_UP_TRACK_FIRST_BUCKETS;
 	queue->pending = &queue->tables[0];
 	queue->spare = &queue->tables[1];
 	pthread_mutex_init(&queue->mutex, NULL);
@@ -775,7 +831,7 @@ void ngnfs_fsal_up_free(struct ngnfs_fsal_export *export)
 	if (queue == NULL)
 		return;
 	export->up_queue = NULL;
-	for (i = 0; i < NGNFS_UP_TRACK_BUCKETS; i++) {
+	for (i = 0; i < queue->track_buckets; i++) {
 		while ((tracked = queue->tracked[i]) != NULL) {
 			queue->tracked[i] = tracked->next;
 			gsh_free(tracked);

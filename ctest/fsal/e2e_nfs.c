@@ -1747,6 +1747,11 @@ static void test_reset_burst_delivered_whole(void **state)
 	      delivered, RESET_BURST_FILES);
 	check(count_in_log(burst, "invalidations (out of memory for the table)") == 0,
 	      "expected the trusting gateway to drop no invalidation");
+	/* so the deliveries above also show that rehashing kept every inode tracked */
+	check(count_in_log(burst, "buckets now") > 0,
+	      "expected the trusting gateway's generation table to outgrow its first 4096 "
+	      "buckets with %u files cached",
+	      RESET_BURST_FILES);
 
 	/* changed now, through a: the trusting gateway must not answer from MDCACHE */
 	deadline = now_ms() + 30000;
