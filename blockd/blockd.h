@@ -53,6 +53,7 @@ struct session {
 	bool hello_done;
 	bool closing;	       /* flushing a final ERROR, then closed */
 	bool gone;	       /* connection closed; struct lives while refs > 0 */
+	bool output_full;      /* not read until its unread replies drain (session.c) */
 	unsigned int inflight; /* requests waiting on the commit thread */
 	unsigned int refs;
 	uint64_t reserved_count;

@@ -434,7 +434,12 @@ void grant_tick(struct blockd *server)
 		char reason[160];
 
 		if (revoke_unanswered(server, &record)) {
-			if (session->inflight || session_has_unread_input(session)) {
+			/*
+			 * Unread input may hold the RELEASE, unless blockd stopped
+			 * reading because the session does not read its replies.
+			 */
+			if (session->inflight ||
+			    (session_has_unread_input(session) && !session->output_full)) {
 				if (revoke_queue_push(queue, record) == 0)
 					continue;
 			} else {

@@ -14,7 +14,14 @@
  *
  * A session stops reading while one of its requests waits for the
  * commit thread (see blockd.h), by disabling EV_READ; the frames that
- * arrive meanwhile wait in the kernel and in the input buffer.
+ * arrive meanwhile wait in the kernel and in the input buffer.  It also
+ * stops while SESSION_OUTPUT_HIGH bytes of its replies wait to be sent,
+ * until half of them have left: a peer that sends requests and never
+ * reads the replies (a bug, or hostile) would otherwise grow blockd
+ * without bound, a READ_INCOHERENT of 256 blocks asking for a 1 MiB
+ * reply in 2 KiB; so replies take at most max_sessions times that bound
+ * (4 GiB at the default 512 sessions, in the worst case).  A gateway
+ * reads its replies as they come and at worst pauses its own requests.
  *
  * Closing a session drops its grants, queued GETs and reservations and
  * hands its staged sets to recovery (sets.c).  The struct itself lives
@@ -53,6 +60,9 @@
 
 /* bytes libevent may read or write on a session in one callback */
 #define SESSION_MAX_SINGLE_IO (256 * 1024)
+/* unsent replies at which a session stops being read, and where it resumes */
+#define SESSION_OUTPUT_HIGH (8U << 20)
+#define SESSION_OUTPUT_LOW  (SESSION_OUTPUT_HIGH / 2)
 
 /*
  * A silent peer is probed after 30 s idle, every 10 s, and given up after
@@ -62,6 +72,8 @@
  */
 
 static void session_free_connection(struct session *session);
+static void read_callback(struct bufferevent *bev, void *arg);
+static void output_drained_callback(struct bufferevent *bev, void *arg);
 static void event_callback(struct bufferevent *bev, short what, void *arg);
 
 void session_ref(struct session *session)
@@ -120,6 +132,7 @@ static void flushed_callback(struct bufferevent *bev, void *arg)
 static void session_close_after_flush(struct session *session)
 {
 	bufferevent_disable(session->bev, EV_READ);
+	bufferevent_setwatermark(session->bev, EV_WRITE, 0, 0);
 	if (evbuffer_get_length(bufferevent_get_output(session->bev)) == 0) {
 		session_end(session, "closed by blockd after a refused request");
 		return;
@@ -211,11 +224,39 @@ static void session_end_of_stream(struct session *session, int error)
 		snprintf(reason, sizeof(reason), "%s", strerror(-error));
 	else
 		snprintf(reason, sizeof(reason), "connection closed by peer");
-	if (partial)
+	if (session->output_full)
+		/* its input holds whole requests blockd chose not to read yet */
+		snprintf(reason + strlen(reason), sizeof(reason) - strlen(reason),
+			 " with %zu bytes of replies unread",
+			 evbuffer_get_length(bufferevent_get_output(session->bev)));
+	else if (partial)
 		snprintf(reason + strlen(reason), sizeof(reason) - strlen(reason),
 			 " in the middle of a frame (%zu bytes of it received, discarded)",
 			 partial);
 	session_end(session, reason);
+}
+
+/*
+ * Whether the peer has left too many replies unread to take another
+ * request; the first time, libevent is asked to call back once the
+ * output is down to SESSION_OUTPUT_LOW.
+ */
+static bool session_output_full(struct session *session)
+{
+	size_t unsent = evbuffer_get_length(bufferevent_get_output(session->bev));
+
+	if (session->output_full)
+		return true;
+	if (unsent < SESSION_OUTPUT_HIGH)
+		return false;
+	session->output_full = true;
+	log_info("%s has %zu bytes of replies unread: not reading its requests until half of "
+		 "them have left",
+		 session->name, unsent);
+	bufferevent_setwatermark(session->bev, EV_WRITE, SESSION_OUTPUT_LOW, 0);
+	bufferevent_setcb(session->bev, read_callback, output_drained_callback, event_callback,
+			  session);
+	return true;
 }
 
 static void session_process(struct session *session)
@@ -225,7 +266,8 @@ static void session_process(struct session *session)
 	if (session->gone)
 		return;
 	input = bufferevent_get_input(session->bev);
-	while (!session->closing && session->inflight == 0 && !session->server->shutting_down) {
+	while (!session->closing && session->inflight == 0 && !session->server->shutting_down &&
+	       !session_output_full(session)) {
 		uint8_t header[NGNFS_MSG_HEADER_SIZE];
 		size_t available = evbuffer_get_length(input);
 		struct ngnfs_msg msg;
@@ -271,7 +313,7 @@ static void session_process(struct session *session)
 		session_close_after_flush(session);
 		return;
 	}
-	if (session->inflight || session->server->shutting_down)
+	if (session->inflight || session->server->shutting_down || session->output_full)
 		bufferevent_disable(session->bev, EV_READ);
 	else
 		bufferevent_enable(session->bev, EV_READ);
@@ -286,6 +328,20 @@ static void read_callback(struct bufferevent *bev, void *arg)
 {
 	(void)bev;
 	session_process(arg);
+}
+
+static void output_drained_callback(struct bufferevent *bev, void *arg)
+{
+	struct session *session = arg;
+
+	(void)bev;
+	if (!session->output_full || session->closing)
+		return;
+	session->output_full = false;
+	bufferevent_setwatermark(session->bev, EV_WRITE, 0, 0);
+	bufferevent_setcb(session->bev, read_callback, NULL, event_callback, session);
+	log_info("%s read its replies: reading its requests again", session->name);
+	session_process(session);
 }
 
 static void event_callback(struct bufferevent *bev, short what, void *arg)

@@ -21,6 +21,7 @@ foreach(case bad_flags bad_config config_file_serves foreign_folder foreign_rock
 	     indoubt_commit indoubt_restart restart_sigterm restart_sigkill grace primary_timeout
 	     group_commit sigterm_under_load sigkill_under_load
 	     resolved_sets_stay_resolved stale_stage_keeps_pin indoubt_sigterm store_failure_stops
+	     unread_replies unread_replies_revoked
 	     max_sessions hello_timeout revoke_timeout)
 	# The cases that run blockd's commit and resolver threads against its
 	# event loop (in-doubt sets, group commit, stops under load) are

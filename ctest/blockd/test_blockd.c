@@ -16,6 +16,7 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <rocksdb/c.h>
@@ -1861,6 +1862,164 @@ static void case_max_sessions(void)
 }
 
 /*
+ * unread_replies: a session that sends READ_INCOHERENT requests of 256
+ * blocks (a 1 MiB reply for 2 KiB asked) and reads nothing is no longer
+ * read once 8 MiB of its replies wait, with a log line, while another
+ * session is served; when it reads, every reply arrives, in order and
+ * whole, and blockd reads its requests again.
+ */
+enum { UNREAD_REQUESTS = 96 };
+
+static void send_some(struct tc *tc, const uint8_t *bytes, size_t length, size_t *sent)
+{
+	while (*sent < length) {
+		ssize_t done = send(tc->fd, bytes + *sent, length - *sent, MSG_NOSIGNAL);
+
+		if (done < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (done < 0 && errno == EINTR)
+			continue;
+		if (done < 0)
+			fail("sending the unread requests: %s", strerror(errno));
+		*sent += (size_t)done;
+	}
+}
+
+/*
+ * READ_INCOHERENT requests of 256 copies of blkno into buffer, sent on
+ * greedy as far as the sockets take them (never blocking) until blockd
+ * logs that it stopped reading the session.
+ */
+static void flood_unread(struct ngnfs_test_cluster *cluster, struct tc *greedy, uint64_t blkno,
+			 struct ngnfs_buffer *buffer, size_t *sent)
+{
+	uint64_t blknos[NGNFS_MSG_MAX_BLOCKS];
+	uint64_t deadline;
+
+	for (unsigned int i = 0; i < NGNFS_MSG_MAX_BLOCKS; i++)
+		blknos[i] = blkno;
+	ngnfs_buffer_init(buffer);
+	for (unsigned int i = 0; i < UNREAD_REQUESTS; i++)
+		ngnfs_encode_read_incoherent(buffer, 5000 + i, blknos, NGNFS_MSG_MAX_BLOCKS);
+	if (buffer->error)
+		fail("encoding the unread requests: %s", strerror(-buffer->error));
+	if (fcntl(greedy->fd, F_SETFL, fcntl(greedy->fd, F_GETFL) | O_NONBLOCK) < 0)
+		fail("fcntl O_NONBLOCK: %s", strerror(errno));
+	*sent = 0;
+	deadline = now_ms() + 5000;
+	while (!log_contains(cluster, 0, "bytes of replies unread: not reading its requests")) {
+		if (now_ms() > deadline)
+			fail("expected blockd to stop reading a session with %u MiB of replies "
+			     "unread, with a log line",
+			     UNREAD_REQUESTS);
+		send_some(greedy, buffer->data, buffer->length, sent);
+		usleep(20 * 1000);
+	}
+}
+
+static void case_unread_replies(void)
+{
+	struct ngnfs_test_cluster *cluster = start(1, NULL);
+	uint8_t data[NGNFS_BLOCK_SIZE], back[NGNFS_BLOCK_SIZE];
+	struct ngnfs_buffer buffer;
+	uint64_t version = 0;
+	int block_status = 1;
+	struct tc other, greedy;
+	size_t sent = 0;
+
+	format_all(cluster);
+	open_session(&other, cluster, 0, 0);
+	open_session(&greedy, cluster, 0, 0);
+	fill(data, 41);
+	EXPECT_STATUS(tc_cmpxchg(&other, 20, 0, data, &version), 0);
+	flood_unread(cluster, &greedy, 20, &buffer, &sent);
+	if (sent == buffer.length)
+		printf("all %u requests were sent before blockd stopped reading\n",
+		       UNREAD_REQUESTS);
+
+	/* Meanwhile the other session is served. */
+	EXPECT_STATUS(tc_read_incoherent(&other, 20, &version, &block_status, back), 0);
+	if (block_status != 0 || version != 1 || memcmp(back, data, sizeof(data)))
+		fail("the other session's READ_INCOHERENT was not answered with the block");
+
+	/* Reading the replies: all of them, in order, each with every block. */
+	for (unsigned int i = 0; i < UNREAD_REQUESTS; i++) {
+		struct tc_frame frame;
+		int ret;
+
+		send_some(&greedy, buffer.data, buffer.length, &sent);
+		ret = tc_recv(&greedy, &frame, 10000);
+		if (ret)
+			fail("reply %u of %u to the unread requests: %s", i + 1, UNREAD_REQUESTS,
+			     strerror(-ret));
+		if (frame.msg.type != NGNFS_MSG_READ_INCOHERENT_REPLY ||
+		    frame.msg.request_id != 5000 + i || frame.msg.status != 0 ||
+		    frame.msg.read_incoherent_reply.count != NGNFS_MSG_MAX_BLOCKS)
+			fail("reply %u: expected READ_INCOHERENT_REPLY %u with %u blocks, got %s "
+			     "%llu status %d",
+			     i + 1, 5000 + i, NGNFS_MSG_MAX_BLOCKS,
+			     ngnfs_msg_type_name(frame.msg.type),
+			     (unsigned long long)frame.msg.request_id, frame.msg.status);
+		for (unsigned int b = 0; b < NGNFS_MSG_MAX_BLOCKS; b += 51) {
+			uint64_t blkno;
+			const uint8_t *bytes = ngnfs_msg_incoherent_block(&frame.msg, b, &blkno,
+									  &version, &block_status);
+
+			if (blkno != 20 || block_status != 0 || !bytes ||
+			    memcmp(bytes, data, sizeof(data)))
+				fail("reply %u, block %u: not the block written", i + 1, b);
+		}
+		tc_frame_free(&frame);
+	}
+	if (sent != buffer.length)
+		fail("only %zu of %zu bytes of requests could be sent", sent, buffer.length);
+	ngnfs_buffer_free(&buffer);
+	if (!log_contains(cluster, 0, "read its replies: reading its requests again"))
+		fail("expected a log line when blockd reads the session again");
+	tc_close(&greedy);
+	tc_close(&other);
+	stop(cluster);
+}
+
+/*
+ * unread_replies_revoked: a session blockd stopped reading because it
+ * leaves its replies unread cannot keep a grant somebody needs.  Its
+ * unread input might hold the RELEASE, but blockd is not reading it, so
+ * the revoke timeout closes the session and the waiter is granted.
+ */
+static void case_unread_replies_revoked(void)
+{
+	struct ngnfs_test_cluster *cluster =
+	    start(1, (const char *[]){ "--revoke-timeout-ms", "1000", NULL });
+	struct ngnfs_buffer buffer;
+	struct tc greedy, waiter;
+	uint64_t version, asked;
+	bool has_data;
+	size_t sent;
+
+	format_all(cluster);
+	open_session(&greedy, cluster, 0, 0);
+	open_session(&waiter, cluster, 0, 0);
+	EXPECT_STATUS(tc_get(&greedy, 30, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
+	flood_unread(cluster, &greedy, 30, &buffer, &sent);
+	asked = now_ms();
+	EXPECT_STATUS(tc_get_send(&waiter, 30, NGNFS_ACCESS_READ, 0, NULL), 0);
+	EXPECT_STATUS(tc_grant_wait(&waiter, 10000, NULL, &version, NULL, &has_data, NULL), 0);
+	if (now_ms() - asked < 900)
+		fail("the waiter was granted %llu ms after asking, before the 1000 ms revoke "
+		     "timeout",
+		     (unsigned long long)(now_ms() - asked));
+	if (!log_contains(cluster, 0, "left the REVOKE of block 30 unanswered") ||
+	    !log_contains(cluster, 0, "ended: REVOKE of block 30 unanswered (revoke_timeout_ms)"))
+		fail("expected the log to say that the session not reading its replies was "
+		     "closed, and why");
+	ngnfs_buffer_free(&buffer);
+	tc_close(&greedy);
+	tc_close(&waiter);
+	stop(cluster);
+}
+
+/*
  * hello_timeout: a connection that says nothing is closed after
  * --hello-timeout-ms, with a log line; a session that said HELLO may be
  * idle for longer and is still served.
@@ -2018,6 +2177,8 @@ static const struct {
 	{ "bad_flags", case_bad_flags },
 	{ "store_failure_stops", case_store_failure_stops },
 	{ "max_sessions", case_max_sessions },
+	{ "unread_replies", case_unread_replies },
+	{ "unread_replies_revoked", case_unread_replies_revoked },
 	{ "hello_timeout", case_hello_timeout },
 	{ "revoke_timeout", case_revoke_timeout },
 	{ "bad_config", case_bad_config },
