@@ -243,10 +243,11 @@ static void session_end_of_stream(struct session *session, int error)
  */
 static bool session_output_full(struct session *session)
 {
-	size_t unsent = evbuffer_get_length(bufferevent_get_output(session->bev));
+	size_t unsent;
 
 	if (session->output_full)
 		return true;
+	unsent = evbuffer_get_length(bufferevent_get_output(session->bev));
 	if (unsent < SESSION_OUTPUT_HIGH)
 		return false;
 	session->output_full = true;
