@@ -39,6 +39,7 @@
 
 struct blockd;
 struct staged_set;
+struct held_write;
 
 struct session {
 	struct session *next;
@@ -57,6 +58,7 @@ struct session {
 	unsigned int inflight; /* requests waiting on the commit thread */
 	unsigned int refs;
 	uint64_t reserved_count;
+	struct held_write *held_write; /* a multi-frame WRITE before its last frame */
 };
 
 /* One holder of a grant on a block. */
@@ -195,6 +197,8 @@ void pending_finish(struct pending *pending);
 
 /* request.c */
 void request_dispatch(struct session *session, const struct ngnfs_msg *msg);
+/* Drops the frames of a multi-frame WRITE the session did not finish. */
+void request_session_gone(struct session *session);
 /* Answer a request with only an error status, in its own reply type. */
 void reply_refused(struct session *session, enum ngnfs_msg_type request_type, uint64_t request_id,
 		   int status);

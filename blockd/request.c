@@ -377,6 +377,37 @@ static void handle_release(struct session *session, const struct ngnfs_msg *msg)
 
 /* ---- WRITE (single device) ----------------------------------------------- */
 
+/*
+ * A set on this device too large for one frame arrives as up to
+ * NGNFS_WRITE_MAX_FRAMES frames back to back on one session.  The frames
+ * before the last are copied into the session and not answered, and
+ * nothing of them is checked yet: a check now could be overtaken by
+ * another session's write before the batch exists.  The last frame checks
+ * all of them as one write and puts them in one batch, so a held write is
+ * applied whole or not at all, like a one-frame WRITE, and a session that
+ * ends before its last frame leaves nothing behind (request_session_gone).
+ */
+struct held_frame {
+	struct ngnfs_msg msg; /* write.blocks and write.frees point into bytes */
+	uint8_t *bytes;
+};
+
+struct held_write {
+	uint64_t set_id;
+	uint16_t frame_count;
+	uint16_t held_count;
+	uint32_t flags;
+	uint8_t release_access;
+	struct held_frame frames[NGNFS_WRITE_MAX_FRAMES - 1];
+};
+
+/* Each frame of a write is answered with the versions of its own blocks. */
+struct write_frame_reply {
+	uint64_t request_id;
+	uint32_t first;
+	uint32_t count;
+};
+
 struct write_pending {
 	struct pending pending;
 	uint8_t release;
@@ -384,6 +415,8 @@ struct write_pending {
 	uint32_t count;
 	uint64_t *blknos;
 	uint64_t *versions;
+	uint32_t frame_count;
+	struct write_frame_reply frames[NGNFS_WRITE_MAX_FRAMES];
 };
 
 static void write_done(struct commit_op *op)
@@ -404,10 +437,16 @@ static void write_done(struct commit_op *op)
 	}
 	if (!session->gone) {
 		ngnfs_buffer_init(&buffer);
-		ngnfs_encode_versions_reply(&buffer, NGNFS_MSG_WRITE_REPLY,
-					    write->pending.request_id, 0, 0, write->blknos,
-					    write->versions, write->count);
-		session_send(session, &buffer);
+		for (uint32_t f = 0; f < write->frame_count; f++) {
+			const struct write_frame_reply *frame = &write->frames[f];
+
+			ngnfs_buffer_reset(&buffer);
+			ngnfs_encode_versions_reply(&buffer, NGNFS_MSG_WRITE_REPLY,
+						    frame->request_id, 0, 0,
+						    write->blknos + frame->first,
+						    write->versions + frame->first, frame->count);
+			session_send(session, &buffer);
+		}
 		ngnfs_buffer_free(&buffer);
 		if (write->release) {
 			for (uint32_t i = 0; i < write->count; i++)
@@ -438,11 +477,20 @@ static int check_duplicates(const uint64_t *blknos, uint32_t count, uint64_t *du
 	return ret;
 }
 
-static void handle_write_single(struct session *session, const struct ngnfs_msg *msg)
+static void refuse_frames(struct session *session, const struct ngnfs_msg *const *frames,
+			  uint32_t frame_count, int status)
+{
+	for (uint32_t f = 0; f < frame_count; f++)
+		reply_refused(session, NGNFS_MSG_WRITE, frames[f]->request_id, status);
+}
+
+/* Check the frames of one set as one write and queue its batch. */
+static void write_apply(struct session *session, const struct ngnfs_msg *const *frames,
+			uint32_t frame_count)
 {
 	struct blockd *server = session->server;
-	uint32_t count = msg->write.block_count;
-	uint32_t total = count + msg->write.free_count;
+	const struct ngnfs_msg *last = frames[frame_count - 1];
+	uint32_t count = 0, total, position = 0;
 	struct write_pending *write;
 	rocksdb_writebatch_t *batch;
 	uint64_t *all;
@@ -450,20 +498,35 @@ static void handle_write_single(struct session *session, const struct ngnfs_msg 
 	const char *why = NULL;
 	int status = 0;
 
+	for (uint32_t f = 0; f < frame_count; f++)
+		count += frames[f]->write.block_count;
+	total = count;
+	for (uint32_t f = 0; f < frame_count; f++)
+		total += frames[f]->write.free_count;
 	write = calloc(1, sizeof(*write));
 	all = calloc(total ? total : 1, sizeof(uint64_t) * 2);
 	if (!write || !all) {
 		free(write);
 		free(all);
-		reply_refused(session, NGNFS_MSG_WRITE, msg->request_id, -ENOMEM);
+		refuse_frames(session, frames, frame_count, -ENOMEM);
 		return;
 	}
 	write->blknos = all;
 	write->versions = all + total;
-	for (uint32_t i = 0; i < count; i++)
-		ngnfs_msg_write_block(msg, i, &all[i], &write->versions[i]);
-	for (uint32_t i = 0; i < msg->write.free_count; i++)
-		all[count + i] = ngnfs_msg_write_free(msg, i);
+	write->frame_count = frame_count;
+	for (uint32_t f = 0; f < frame_count; f++) {
+		write->frames[f] =
+		    (struct write_frame_reply){ .request_id = frames[f]->request_id,
+						.first = position,
+						.count = frames[f]->write.block_count };
+		for (uint32_t i = 0; i < frames[f]->write.block_count; i++, position++)
+			ngnfs_msg_write_block(frames[f], i, &all[position],
+					      &write->versions[position]);
+	}
+	for (uint32_t f = 0; f < frame_count; f++) {
+		for (uint32_t i = 0; i < frames[f]->write.free_count; i++, position++)
+			all[position] = ngnfs_msg_write_free(frames[f], i);
+	}
 
 	if (!server->store.formatted) {
 		status = -ENODEV;
@@ -481,33 +544,160 @@ static void handle_write_single(struct session *session, const struct ngnfs_msg 
 		status = request_check_free(server, session, all[i], &why);
 	}
 	if (status) {
-		log_warn("WRITE of block %llu refused for %s: %s (%s)", (unsigned long long)bad,
-			 session->name, why, strerror(-status));
-		reply_refused(session, NGNFS_MSG_WRITE, msg->request_id, status);
+		if (frame_count > 1)
+			log_warn("WRITE of block %llu refused for %s: %s (%s); refusing all %u "
+				 "frames of set %016llx",
+				 (unsigned long long)bad, session->name, why, strerror(-status),
+				 frame_count, (unsigned long long)last->write.set_id);
+		else
+			log_warn("WRITE of block %llu refused for %s: %s (%s)",
+				 (unsigned long long)bad, session->name, why, strerror(-status));
+		refuse_frames(session, frames, frame_count, status);
 		free(all);
 		free(write);
 		return;
 	}
 
 	write->count = count;
-	write->release = !!(msg->write.flags & NGNFS_WRITE_RELEASE);
+	write->release = !!(last->write.flags & NGNFS_WRITE_RELEASE);
 	write->release_access =
-	    msg->write.release_access == NGNFS_ACCESS_READ ? NGNFS_ACCESS_READ : NGNFS_ACCESS_NONE;
-	pending_start(&write->pending, session, msg->request_id, NGNFS_MSG_WRITE, write_done);
+	    last->write.release_access == NGNFS_ACCESS_READ ? NGNFS_ACCESS_READ : NGNFS_ACCESS_NONE;
+	pending_start(&write->pending, session, last->request_id, NGNFS_MSG_WRITE, write_done);
 	batch = commit_begin(&server->committer);
-	for (uint32_t i = 0; i < count; i++) {
-		uint64_t blkno, base_version;
-		const uint8_t *data = ngnfs_msg_write_block(msg, i, &blkno, &base_version);
-		struct block_state *block = block_state_get(server, blkno, false);
+	position = 0;
+	for (uint32_t f = 0; f < frame_count; f++) {
+		for (uint32_t i = 0; i < frames[f]->write.block_count; i++, position++) {
+			uint64_t blkno, base_version;
+			const uint8_t *data =
+			    ngnfs_msg_write_block(frames[f], i, &blkno, &base_version);
+			struct block_state *block = block_state_get(server, blkno, false);
 
-		write->versions[i] = base_version + 1;
-		store_put_block(batch, ngnfs_blkno_index(blkno), write->versions[i], data);
-		alloc_note_write(server, batch, ngnfs_blkno_index(blkno));
-		block->pending_writes++;
+			write->versions[position] = base_version + 1;
+			store_put_block(batch, ngnfs_blkno_index(blkno), write->versions[position],
+					data);
+			/*
+			 * Only now, with the batch: a high-water mark noted when
+			 * an early frame arrived could be overtaken by another
+			 * session's commit.
+			 */
+			alloc_note_write(server, batch, ngnfs_blkno_index(blkno));
+			block->pending_writes++;
+		}
 	}
 	for (uint32_t i = count; i < total; i++)
 		alloc_note_free(server, batch, ngnfs_blkno_index(all[i]));
 	commit_end(&server->committer, &write->pending.op);
+}
+
+static void held_write_free(struct session *session)
+{
+	struct held_write *held = session->held_write;
+
+	if (!held)
+		return;
+	for (uint16_t f = 0; f < held->held_count; f++)
+		free(held->frames[f].bytes);
+	free(held);
+	session->held_write = NULL;
+}
+
+void request_session_gone(struct session *session)
+{
+	if (session->held_write)
+		log_warn("%s ended with %u of %u frames of set %016llx held: the set is not "
+			 "written",
+			 session->name, session->held_write->held_count,
+			 session->held_write->frame_count,
+			 (unsigned long long)session->held_write->set_id);
+	held_write_free(session);
+}
+
+/*
+ * Take msg into the session's held write: 1 when it is held (not the last
+ * frame), 0 when it is the last frame of the held write, or a negative
+ * errno when it does not continue the held write (or there is none and it
+ * is not a frame 0).
+ */
+static int hold_frame(struct session *session, const struct ngnfs_msg *msg, const char **why)
+{
+	struct held_write *held = session->held_write;
+	struct held_frame *frame;
+	size_t block_bytes = (size_t)msg->write.block_count * NGNFS_WRITE_BLOCK_STRIDE;
+	size_t free_bytes = (size_t)msg->write.free_count * sizeof(uint64_t);
+
+	if (!held) {
+		if (msg->write.frame_index != 0) {
+			*why = "frame is not frame 0 and no write of several frames is held";
+			return -EINVAL;
+		}
+		held = calloc(1, sizeof(*held));
+		if (!held) {
+			*why = "out of memory";
+			return -ENOMEM;
+		}
+		held->set_id = msg->write.set_id;
+		held->frame_count = msg->write.frame_count;
+		held->flags = msg->write.flags;
+		held->release_access = msg->write.release_access;
+		session->held_write = held;
+	} else if (msg->write.set_id != held->set_id ||
+		   msg->write.frame_count != held->frame_count ||
+		   msg->write.frame_index != held->held_count || msg->write.flags != held->flags ||
+		   msg->write.release_access != held->release_access) {
+		*why = "frame is not the next frame of the held write";
+		return -EINVAL;
+	}
+	if (msg->write.frame_index + 1 == msg->write.frame_count)
+		return 0;
+
+	frame = &held->frames[held->held_count];
+	frame->bytes = malloc(block_bytes + free_bytes + 1);
+	if (!frame->bytes) {
+		*why = "out of memory";
+		return -ENOMEM;
+	}
+	memcpy(frame->bytes, msg->write.blocks, block_bytes);
+	memcpy(frame->bytes + block_bytes, msg->write.frees, free_bytes);
+	frame->msg = *msg;
+	frame->msg.write.participants = NULL;
+	frame->msg.write.blocks = frame->bytes;
+	frame->msg.write.frees = (const __le64 *)(frame->bytes + block_bytes);
+	held->held_count++;
+	return 1;
+}
+
+static void handle_write_single(struct session *session, const struct ngnfs_msg *msg)
+{
+	const struct ngnfs_msg *frames[NGNFS_WRITE_MAX_FRAMES];
+	struct held_write *held;
+	uint32_t frame_count = 0;
+
+	if (session->held_write || msg->write.frame_count > 1) {
+		const char *why = NULL;
+		int ret = hold_frame(session, msg, &why);
+
+		if (ret == 1)
+			return;
+		held = session->held_write;
+		if (ret < 0) {
+			log_warn("WRITE frame %u of %u of set %016llx refused for %s: %s (%s); "
+				 "held frames refused with it: %u",
+				 msg->write.frame_index, msg->write.frame_count,
+				 (unsigned long long)msg->write.set_id, session->name, why,
+				 strerror(-ret), held ? held->held_count : 0);
+			for (uint16_t f = 0; held && f < held->held_count; f++)
+				frames[frame_count++] = &held->frames[f].msg;
+			frames[frame_count++] = msg;
+			refuse_frames(session, frames, frame_count, ret);
+			held_write_free(session);
+			return;
+		}
+		for (uint16_t f = 0; f < held->held_count; f++)
+			frames[frame_count++] = &held->frames[f].msg;
+	}
+	frames[frame_count++] = msg;
+	write_apply(session, frames, frame_count);
+	held_write_free(session);
 }
 
 /* ---- ALLOC, CMPXCHG, READ_INCOHERENT, STATFS ----------------------------- */

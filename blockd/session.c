@@ -108,6 +108,7 @@ static void session_end(struct session *session, const char *reason)
 	grant_session_gone(server, session);
 	alloc_session_gone(server, session);
 	sets_session_gone(server, session);
+	request_session_gone(session);
 	session_free_connection(session);
 	session_put(session);
 }

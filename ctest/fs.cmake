@@ -63,6 +63,10 @@ ngnfs_add_cluster_test(NAME fs_real_stopped_client_loses_grants
 # meanwhile place their inodes on the other device.
 ngnfs_add_cluster_test(NAME fs_real_restart_grace_places_elsewhere
 		       COMMAND test_fs_real restart_grace_places_elsewhere TIMEOUT 180)
+# blockd killed (--commit-delay-ms) under a write of several frames: the
+# set is written again after the restart.
+ngnfs_add_cluster_test(NAME fs_real_held_write_across_restart
+		       COMMAND test_fs_real held_write_across_restart TIMEOUT 180)
 # A 1 MiB block cache: evicted inodes reach the invalidate callback.
 ngnfs_add_cluster_test(NAME fs_real_evicted_inode_is_invalidated
 		       COMMAND test_fs_real evicted_inode_is_invalidated TIMEOUT 180)

@@ -46,6 +46,13 @@
  *    30 s when that is 0), because giving up there leaves the set's
  *    outcome unknown to the caller.
  *
+ * A set on one device is one WRITE SINGLE of up to NGNFS_WRITE_MAX_FRAMES
+ * frames, queued as one group under the connection's lock (submit_group)
+ * so that they reach blockd back to back on one session: blockd holds all
+ * but the last and applies them in one batch, so a broken session leaves
+ * the same doubt as for one frame.  A larger one is staged like a set of
+ * one participant.
+ *
  * Multi-device sets follow docs/protocol.md: STAGE to every participant
  * (primary first in the participant list, frames of at most
  * NGNFS_MSG_MAX_BLOCKS blocks), COMMIT to the primary once every STAGE is
@@ -358,35 +365,50 @@ static struct request *request_alloc(struct ngnfs_client *client, uint16_t devic
 }
 
 /*
- * Queue an encoded frame and track its request.  Takes ownership of both
- * (frees them on failure).  Only the I/O thread may submit on a
- * connection that is not up yet (the HELLO).
+ * Queue encoded frames and track their requests, all under one hold of
+ * the connection's lock: they leave back to back on one session, or none
+ * is queued.  Takes ownership of all of them (frees them on failure).
+ * Only the I/O thread may submit on a connection that is not up yet (the
+ * HELLO).
  */
-static int submit(struct ngnfs_client *client, struct request *request,
-		  struct ngnfs_out_chunk *chunk, bool before_session)
+static int submit_group(struct ngnfs_client *client, struct request **requests,
+			struct ngnfs_out_chunk **chunks, uint32_t count, bool before_session)
 {
-	struct connection *connection = &client->connections[request->device];
+	struct connection *connection = &client->connections[requests[0]->device];
 	uint32_t timeout_ms = client->request_timeout_ms;
-	bool was_empty;
+	bool was_empty = false;
 
-	if (!before_session && timeout_ms)
-		request->deadline_ns = now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+	for (uint32_t i = 0; i < count; i++) {
+		if (!before_session && timeout_ms)
+			requests[i]->deadline_ns = now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+	}
 
 	pthread_mutex_lock(&connection->lock);
 	if (connection->state != CONNECTION_UP && !before_session) {
 		pthread_mutex_unlock(&connection->lock);
-		ngnfs_out_chunk_free(chunk);
-		free(request);
+		for (uint32_t i = 0; i < count; i++) {
+			ngnfs_out_chunk_free(chunks[i]);
+			free(requests[i]);
+		}
 		return -ENOTCONN;
 	}
-	table_insert(connection, request);
-	was_empty = ngnfs_transport_queue(&connection->transport, chunk);
+	for (uint32_t i = 0; i < count; i++) {
+		table_insert(connection, requests[i]);
+		if (ngnfs_transport_queue(&connection->transport, chunks[i]))
+			was_empty = true;
+	}
 	pthread_mutex_unlock(&connection->lock);
 	if (on_io_thread(client))
 		client->io_flush_needed = true;
 	else if (was_empty)
 		wake(client);
 	return 0;
+}
+
+static int submit(struct ngnfs_client *client, struct request *request,
+		  struct ngnfs_out_chunk *chunk, bool before_session)
+{
+	return submit_group(client, &request, &chunk, 1, before_session);
 }
 
 static int check_device(struct ngnfs_client *client, uint16_t device, const char *operation)
@@ -1648,12 +1670,17 @@ static void write_op_complete(struct write_op *op, int status)
 	write_op_free(op);
 }
 
-static void write_op_error(struct write_op *op, int error)
+/* Records the set's first error; true when this is it. */
+static bool write_op_error(struct write_op *op, int error)
 {
+	bool first;
+
 	pthread_mutex_lock(&op->lock);
-	if (!op->error)
+	first = !op->error;
+	if (first)
 		op->error = error;
 	pthread_mutex_unlock(&op->lock);
+	return first;
 }
 
 static void record_versions(struct write_op *op, const struct ngnfs_msg *msg)
@@ -1881,13 +1908,11 @@ static void write_reply(struct ngnfs_client *client, struct request *request, in
 
 	if (msg && !status)
 		record_versions(op, msg);
-	if (status) {
-		if (status != -ESHUTDOWN)
-			client_log("set %016" PRIx64 ": %s to device %u at %s failed: %s",
-				   op->set_id, op->single ? "WRITE" : "STAGE", request->device,
-				   device_address(client, request->device), strerror(-status));
-		write_op_error(op, status);
-	}
+	/* every frame of a refused WRITE gets the refusal: one line says it */
+	if (status && write_op_error(op, status) && status != -ESHUTDOWN)
+		client_log("set %016" PRIx64 ": %s to device %u at %s failed: %s", op->set_id,
+			   op->single ? "WRITE" : "STAGE", request->device,
+			   device_address(client, request->device), strerror(-status));
 	write_op_put(op);
 }
 
@@ -1916,40 +1941,98 @@ static size_t write_payload_size(uint16_t participant_count, uint32_t blocks, ui
 	       (size_t)frees * sizeof(uint64_t);
 }
 
-/* Encode and send one WRITE frame of the set; counts it in op->pending first. */
-static int send_write_frame(struct write_op *op, uint16_t device, uint8_t phase, uint32_t flags,
-			    uint8_t release_access, const struct ngnfs_block_request *blocks,
-			    uint32_t block_count, const uint64_t *frees, uint32_t free_count)
+/*
+ * How many of a device's remaining blocks and frees the next WRITE frame
+ * carries: the protocol caps both counts per frame (msg.c refuses more
+ * than NGNFS_MSG_MAX_BLOCKS of either), and the payload its bytes.
+ */
+static void next_frame(uint16_t participant_count, uint32_t blocks_left, uint32_t frees_left,
+		       uint32_t *blocks, uint32_t *frees)
+{
+	size_t room;
+
+	*blocks = blocks_left < NGNFS_MSG_MAX_BLOCKS ? blocks_left : NGNFS_MSG_MAX_BLOCKS;
+	room = (NGNFS_MSG_MAX_PAYLOAD - write_payload_size(participant_count, *blocks, 0)) /
+	       sizeof(uint64_t);
+	if (room > NGNFS_MSG_MAX_BLOCKS)
+		room = NGNFS_MSG_MAX_BLOCKS;
+	*frees = frees_left < room ? frees_left : (uint32_t)room;
+}
+
+static uint32_t count_frames(uint16_t participant_count, uint32_t block_count, uint32_t free_count)
+{
+	uint32_t frames = 0;
+
+	do {
+		uint32_t blocks, frees;
+
+		next_frame(participant_count, block_count, free_count, &blocks, &frees);
+		block_count -= blocks;
+		free_count -= frees;
+		frames++;
+	} while (block_count || free_count);
+	return frames;
+}
+
+/*
+ * Encode a device's blocks and frees of the set as WRITE frames and queue
+ * them as one group (submit_group), counted in op->pending first.  A
+ * SINGLE write's frames are numbered 0 .. n-1 of n, so blockd holds all
+ * but the last and applies them together; each STAGE frame stands alone.
+ * On an error nothing was queued.
+ */
+static int send_device_frames(struct write_op *op, uint16_t device, uint8_t phase, uint32_t flags,
+			      uint8_t release_access, const struct ngnfs_block_request *blocks,
+			      uint32_t block_count, const uint64_t *frees, uint32_t free_count)
 {
 	struct ngnfs_client *client = op->client;
-	struct ngnfs_out_chunk *chunk = ngnfs_out_chunk_alloc();
-	struct request *request =
-	    request_alloc(client, device, NGNFS_MSG_WRITE_REPLY, write_reply, op);
 	uint16_t participant_count = phase == NGNFS_WRITE_STAGE ? op->participant_count : 0;
-	int ret;
+	uint32_t frame_count = count_frames(participant_count, block_count, free_count);
+	struct request **requests = calloc(frame_count, sizeof(*requests));
+	struct ngnfs_out_chunk **chunks = calloc(frame_count, sizeof(*chunks));
+	uint32_t b = 0, f = 0, built = 0;
+	int ret = requests && chunks ? 0 : -ENOMEM;
 
-	if (!chunk || !request) {
-		free(request);
-		ngnfs_out_chunk_free(chunk);
-		return -ENOMEM;
+	for (; built < frame_count && !ret; built++) {
+		bool single = phase == NGNFS_WRITE_SINGLE;
+		uint32_t nb, nf;
+
+		next_frame(participant_count, block_count - b, free_count - f, &nb, &nf);
+		chunks[built] = ngnfs_out_chunk_alloc();
+		requests[built] =
+		    request_alloc(client, device, NGNFS_MSG_WRITE_REPLY, write_reply, op);
+		if (!chunks[built] || !requests[built]) {
+			ret = -ENOMEM;
+		} else {
+			ret = ngnfs_encode_write_frame(
+			    &chunks[built]->buffer, requests[built]->id, op->set_id, phase, flags,
+			    release_access, op->participants, participant_count, blocks + b, nb,
+			    frees + f, nf, single ? (uint16_t)built : 0,
+			    single ? (uint16_t)frame_count : 1);
+		}
+		b += nb;
+		f += nf;
 	}
-	ret = ngnfs_encode_write(&chunk->buffer, request->id, op->set_id, phase, flags,
-				 release_access, op->participants, participant_count, blocks,
-				 block_count, frees, free_count);
 	if (ret) {
-		free(request);
-		ngnfs_out_chunk_free(chunk);
+		for (uint32_t i = 0; requests && chunks && i < built; i++) {
+			free(requests[i]);
+			ngnfs_out_chunk_free(chunks[i]);
+		}
+		free(requests);
+		free(chunks);
 		return ret;
 	}
 	pthread_mutex_lock(&op->lock);
-	op->pending++;
+	op->pending += frame_count;
 	pthread_mutex_unlock(&op->lock);
-	ret = submit(client, request, chunk, false);
+	ret = submit_group(client, requests, chunks, frame_count, false);
 	if (ret) {
 		pthread_mutex_lock(&op->lock);
-		op->pending--;
+		op->pending -= frame_count;
 		pthread_mutex_unlock(&op->lock);
 	}
+	free(requests);
+	free(chunks);
 	return ret;
 }
 
@@ -2050,18 +2133,16 @@ int ngnfs_client_write_set(struct ngnfs_client *client, const struct ngnfs_write
 			     (atomic_fetch_add(&client->next_set_counter, 1) & ((1ULL << 40) - 1));
 
 	/*
-	 * The protocol caps frees per frame like blocks (msg.c refuses more
-	 * than NGNFS_MSG_MAX_BLOCKS of either): a set that unlinked thousands
-	 * of files fits the payload but not the count, so it is staged.
+	 * A set on one device is one WRITE of up to NGNFS_WRITE_MAX_FRAMES
+	 * frames, applied in one batch; a larger one, or a set on several
+	 * devices, is staged.
 	 */
-	op->single =
-	    op->participant_count == 1 && set->block_count <= NGNFS_MSG_MAX_BLOCKS &&
-	    set->free_count <= NGNFS_MSG_MAX_BLOCKS &&
-	    write_payload_size(0, set->block_count, set->free_count) <= NGNFS_MSG_MAX_PAYLOAD;
+	op->single = op->participant_count == 1 &&
+		     count_frames(0, set->block_count, set->free_count) <= NGNFS_WRITE_MAX_FRAMES;
 	if (op->single) {
-		ret = send_write_frame(op, op->participants[0], NGNFS_WRITE_SINGLE, flags,
-				       set->release_access, op->sorted, set->block_count, frees,
-				       set->free_count);
+		ret = send_device_frames(op, op->participants[0], NGNFS_WRITE_SINGLE, flags,
+					 set->release_access, op->sorted, set->block_count, frees,
+					 set->free_count);
 		if (ret)
 			goto fail;
 		free(frees);
@@ -2085,31 +2166,13 @@ int ngnfs_client_write_set(struct ngnfs_client *client, const struct ngnfs_write
 		f_end = f;
 		while (f_end < set->free_count && ngnfs_blkno_device(frees[f_end]) == device)
 			f_end++;
-		do {
-			uint32_t nb = b_end - b;
-			uint32_t nf;
-			size_t room;
-
-			if (nb > NGNFS_MSG_MAX_BLOCKS)
-				nb = NGNFS_MSG_MAX_BLOCKS;
-			room = (NGNFS_MSG_MAX_PAYLOAD -
-				write_payload_size(op->participant_count, nb, 0)) /
-			       sizeof(uint64_t);
-			nf = f_end - f;
-			if (nf > room)
-				nf = (uint32_t)room;
-			if (nf > NGNFS_MSG_MAX_BLOCKS)
-				nf = NGNFS_MSG_MAX_BLOCKS;
-			ret = send_write_frame(op, device, NGNFS_WRITE_STAGE, 0, 0, op->sorted + b,
-					       nb, frees + f, nf);
-			if (ret) {
-				write_op_error(op, ret);
-				break;
-			}
-			sent_any = true;
-			b += nb;
-			f += nf;
-		} while (b < b_end || f < f_end);
+		ret = send_device_frames(op, device, NGNFS_WRITE_STAGE, 0, 0, op->sorted + b,
+					 b_end - b, frees + f, f_end - f);
+		if (ret) {
+			write_op_error(op, ret);
+			break;
+		}
+		sent_any = true;
 	}
 	free(frees);
 	if (!sent_any) {

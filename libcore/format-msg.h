@@ -36,7 +36,7 @@
 #include <linux/types.h>
 
 #define NGNFS_MSG_MAGIC	       0x4e474d31U /* "NGM1" read as a little-endian u32 */
-#define NGNFS_PROTOCOL_VERSION 1
+#define NGNFS_PROTOCOL_VERSION 2
 #define NGNFS_BLOCK_SHIFT      12
 #define NGNFS_BLOCK_SIZE       (1U << NGNFS_BLOCK_SHIFT)
 #define NGNFS_FS_ID_SIZE       16
@@ -258,6 +258,14 @@ struct ngnfs_msg_release_entry {
  * server refuses the write (-ESTALE) if it is not current, and refuses
  * blocks the client does not hold write access to (-EPERM).  Reserved
  * blocks from ALLOC become allocated by the write that first uses them.
+ *
+ * A SINGLE set too large for one frame travels as frame_count frames
+ * (at most NGNFS_WRITE_MAX_FRAMES) with frame_index 0 .. frame_count - 1,
+ * back to back on one session.  blockd holds frames before the last one
+ * without answering them; the last frame checks and applies all of them
+ * in one write batch, and every frame is then answered with the versions
+ * of its own blocks.  A STAGE is always frame 0 of 1: a staged set may
+ * take several STAGE messages, each staged on its own.
  */
 enum ngnfs_write_phase {
 	NGNFS_WRITE_SINGLE = 1,
@@ -267,6 +275,8 @@ enum ngnfs_write_phase {
 /* After the write, release the written blocks down to release_access. */
 #define NGNFS_WRITE_RELEASE (1U << 0)
 
+#define NGNFS_WRITE_MAX_FRAMES 16
+
 struct ngnfs_msg_write {
 	__le64 set_id;
 	__le32 block_count;
@@ -275,6 +285,9 @@ struct ngnfs_msg_write {
 	uint8_t phase;
 	uint8_t release_access;
 	__le32 flags;
+	__le16 frame_index;
+	__le16 frame_count;
+	__le32 reserved;
 };
 
 struct ngnfs_msg_write_block {

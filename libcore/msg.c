@@ -58,7 +58,7 @@ _Static_assert(sizeof(struct ngnfs_msg_grant) == 24, "grant");
 _Static_assert(sizeof(struct ngnfs_msg_revoke) == 16, "revoke");
 _Static_assert(sizeof(struct ngnfs_msg_release) == 8, "release");
 _Static_assert(sizeof(struct ngnfs_msg_release_entry) == 16, "release_entry");
-_Static_assert(sizeof(struct ngnfs_msg_write) == 24, "write");
+_Static_assert(sizeof(struct ngnfs_msg_write) == 32, "write");
 _Static_assert(sizeof(struct ngnfs_msg_write_block) == 16, "write_block");
 _Static_assert(sizeof(struct ngnfs_msg_write_reply) == 16, "write_reply");
 _Static_assert(sizeof(struct ngnfs_msg_version_entry) == 16, "version_entry");
@@ -625,6 +625,8 @@ static int decode_write(const struct payload *payload, struct ngnfs_msg *msg, co
 	uint32_t block_count;
 	uint32_t free_count;
 	uint16_t participant_count;
+	uint16_t frame_index;
+	uint16_t frame_count;
 	uint32_t flags;
 	size_t padded;
 	uint64_t expected;
@@ -637,8 +639,18 @@ static int decode_write(const struct payload *payload, struct ngnfs_msg *msg, co
 	free_count = le32toh(write.free_count);
 	participant_count = le16toh(write.participant_count);
 	flags = le32toh(write.flags);
+	frame_index = le16toh(write.frame_index);
+	frame_count = le16toh(write.frame_count);
 	if (write.phase != NGNFS_WRITE_SINGLE && write.phase != NGNFS_WRITE_STAGE)
 		REJECT(-EPROTO, "WRITE phase is not single or stage");
+	if (frame_count == 0 || frame_count > NGNFS_WRITE_MAX_FRAMES)
+		REJECT(-EPROTO, "WRITE frame count is not 1 to the protocol maximum");
+	if (frame_index >= frame_count)
+		REJECT(-EPROTO, "WRITE frame index is not below its frame count");
+	if (write.phase == NGNFS_WRITE_STAGE && frame_count != 1)
+		REJECT(-EPROTO, "WRITE stage in more than one frame");
+	if (write.reserved)
+		REJECT(-EPROTO, "WRITE reserved bytes not zero");
 	if (flags & ~WRITE_KNOWN_FLAGS)
 		REJECT(-EPROTO, "WRITE has unknown flags");
 	if (!access_is_kept(write.release_access))
@@ -668,6 +680,8 @@ static int decode_write(const struct payload *payload, struct ngnfs_msg *msg, co
 	msg->write.phase = write.phase;
 	msg->write.release_access = write.release_access;
 	msg->write.flags = flags;
+	msg->write.frame_index = frame_index;
+	msg->write.frame_count = frame_count;
 	msg->write.participant_count = participant_count;
 	msg->write.participants = (const __le16 *)(payload->bytes + sizeof(write));
 	msg->write.block_count = block_count;
@@ -1221,11 +1235,12 @@ int ngnfs_encode_release(struct ngnfs_buffer *buffer, uint64_t request_id,
 	return finish_or_fail(buffer);
 }
 
-int ngnfs_encode_write(struct ngnfs_buffer *buffer, uint64_t request_id, uint64_t set_id,
-		       uint8_t phase, uint32_t flags, uint8_t release_access,
-		       const uint16_t *participants, uint16_t participant_count,
-		       const struct ngnfs_block_request *blocks, uint32_t block_count,
-		       const uint64_t *frees, uint32_t free_count)
+int ngnfs_encode_write_frame(struct ngnfs_buffer *buffer, uint64_t request_id, uint64_t set_id,
+			     uint8_t phase, uint32_t flags, uint8_t release_access,
+			     const uint16_t *participants, uint16_t participant_count,
+			     const struct ngnfs_block_request *blocks, uint32_t block_count,
+			     const uint64_t *frees, uint32_t free_count, uint16_t frame_index,
+			     uint16_t frame_count)
 {
 	struct ngnfs_msg_write write = {
 		.set_id = htole64(set_id),
@@ -1235,9 +1250,14 @@ int ngnfs_encode_write(struct ngnfs_buffer *buffer, uint64_t request_id, uint64_
 		.phase = phase,
 		.release_access = release_access,
 		.flags = htole32(flags),
+		.frame_index = htole16(frame_index),
+		.frame_count = htole16(frame_count),
 	};
 	size_t padded = participants_size(participant_count);
 
+	if (frame_count == 0 || frame_count > NGNFS_WRITE_MAX_FRAMES ||
+	    frame_index >= frame_count || (phase == NGNFS_WRITE_STAGE && frame_count != 1))
+		return -EINVAL;
 	if ((phase != NGNFS_WRITE_SINGLE && phase != NGNFS_WRITE_STAGE) ||
 	    (flags & ~WRITE_KNOWN_FLAGS) || !access_is_kept(release_access) ||
 	    (!(flags & NGNFS_WRITE_RELEASE) && release_access != NGNFS_ACCESS_NONE) ||

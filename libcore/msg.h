@@ -118,6 +118,8 @@ struct ngnfs_msg {
 			uint8_t phase;
 			uint8_t release_access;
 			uint32_t flags;
+			uint16_t frame_index; /* SINGLE: this frame of frame_count */
+			uint16_t frame_count;
 			uint16_t participant_count;
 			const __le16 *participants;
 			uint32_t block_count;
@@ -291,11 +293,29 @@ int ngnfs_encode_grant(struct ngnfs_buffer *buffer, uint64_t request_id, int sta
 int ngnfs_encode_revoke(struct ngnfs_buffer *buffer, uint64_t blkno, uint8_t access);
 int ngnfs_encode_release(struct ngnfs_buffer *buffer, uint64_t request_id,
 			 const struct ngnfs_block_request *blocks, uint32_t count);
-int ngnfs_encode_write(struct ngnfs_buffer *buffer, uint64_t request_id, uint64_t set_id,
-		       uint8_t phase, uint32_t flags, uint8_t release_access,
-		       const uint16_t *participants, uint16_t participant_count,
-		       const struct ngnfs_block_request *blocks, uint32_t block_count,
-		       const uint64_t *frees, uint32_t free_count);
+/*
+ * One frame of a WRITE: frame_index of frame_count (1 .. NGNFS_WRITE_MAX_FRAMES,
+ * more than one only for phase SINGLE).
+ */
+int ngnfs_encode_write_frame(struct ngnfs_buffer *buffer, uint64_t request_id, uint64_t set_id,
+			     uint8_t phase, uint32_t flags, uint8_t release_access,
+			     const uint16_t *participants, uint16_t participant_count,
+			     const struct ngnfs_block_request *blocks, uint32_t block_count,
+			     const uint64_t *frees, uint32_t free_count, uint16_t frame_index,
+			     uint16_t frame_count);
+
+/* A WRITE that is the whole of its set's frames on this device. */
+static inline int ngnfs_encode_write(struct ngnfs_buffer *buffer, uint64_t request_id,
+				     uint64_t set_id, uint8_t phase, uint32_t flags,
+				     uint8_t release_access, const uint16_t *participants,
+				     uint16_t participant_count,
+				     const struct ngnfs_block_request *blocks, uint32_t block_count,
+				     const uint64_t *frees, uint32_t free_count)
+{
+	return ngnfs_encode_write_frame(buffer, request_id, set_id, phase, flags, release_access,
+					participants, participant_count, blocks, block_count, frees,
+					free_count, 0, 1);
+}
 /* type is WRITE_REPLY, COMMIT_REPLY or ALLOC_REPLY (set_id ignored for ALLOC_REPLY). */
 int ngnfs_encode_versions_reply(struct ngnfs_buffer *buffer, enum ngnfs_msg_type type,
 				uint64_t request_id, int status, uint64_t set_id,

@@ -382,6 +382,26 @@ int tc_write_send(struct tc *tc, uint64_t blkno, uint64_t base_version, const ui
 	return tc_send(tc, &buffer);
 }
 
+int tc_write_frame_send(struct tc *tc, uint64_t set_id, const struct ngnfs_block_request *blocks,
+			uint32_t block_count, const uint64_t *frees, uint32_t free_count,
+			uint16_t frame_index, uint16_t frame_count, uint64_t *request_id)
+{
+	struct ngnfs_buffer buffer;
+	int ret;
+
+	if (request_id)
+		*request_id = tc->next_request_id;
+	ngnfs_buffer_init(&buffer);
+	ret = ngnfs_encode_write_frame(&buffer, tc->next_request_id++, set_id, NGNFS_WRITE_SINGLE,
+				       0, 0, NULL, 0, blocks, block_count, frees, free_count,
+				       frame_index, frame_count);
+	if (ret) {
+		ngnfs_buffer_free(&buffer);
+		return ret;
+	}
+	return tc_send(tc, &buffer);
+}
+
 int tc_write(struct tc *tc, uint64_t blkno, uint64_t base_version, const uint8_t *data,
 	     uint64_t *new_version)
 {

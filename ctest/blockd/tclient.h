@@ -66,6 +66,10 @@ int tc_write_full(struct tc *tc, uint8_t phase, uint64_t set_id, const uint16_t 
 		  uint16_t participant_count, const struct ngnfs_block_request *blocks,
 		  uint32_t block_count, const uint64_t *frees, uint32_t free_count, uint32_t flags,
 		  uint8_t release_access, uint64_t *new_versions);
+/* Send frame frame_index of frame_count of a WRITE SINGLE; no reply is awaited. */
+int tc_write_frame_send(struct tc *tc, uint64_t set_id, const struct ngnfs_block_request *blocks,
+			uint32_t block_count, const uint64_t *frees, uint32_t free_count,
+			uint16_t frame_index, uint16_t frame_count, uint64_t *request_id);
 int tc_commit(struct tc *tc, uint64_t set_id);
 int tc_resolve(struct tc *tc, uint64_t set_id, uint8_t outcome, uint8_t *answer);
 int tc_alloc(struct tc *tc, uint32_t count, uint64_t *blknos, uint64_t *versions, uint32_t *got);

@@ -2170,6 +2170,172 @@ static void case_grace(void)
 	stop(cluster);
 }
 
+/* ---- writes of several frames ------------------------------------------------ */
+
+/* The next reply must be a WRITE_REPLY to request_id with status. */
+static void expect_write_reply(struct tc *tc, uint64_t request_id, int status, const char *what)
+{
+	struct tc_frame reply;
+
+	if (tc_recv(tc, &reply, 3000))
+		fail("%s: expected a WRITE_REPLY to request %llu, got nothing", what,
+		     (unsigned long long)request_id);
+	if (reply.msg.type != NGNFS_MSG_WRITE_REPLY || reply.msg.request_id != request_id ||
+	    reply.msg.status != status)
+		fail("%s: expected WRITE_REPLY to request %llu with status %d, got %s to %llu "
+		     "with status %d",
+		     what, (unsigned long long)request_id, status,
+		     ngnfs_msg_type_name(reply.msg.type), (unsigned long long)reply.msg.request_id,
+		     reply.msg.status);
+	if (status == 0 && reply.msg.versions.count != 1)
+		fail("%s: the reply lists %u blocks, not the one of its own frame", what,
+		     reply.msg.versions.count);
+	tc_frame_free(&reply);
+}
+
+static void expect_no_reply(struct tc *tc, const char *what)
+{
+	struct tc_frame reply;
+
+	if (tc_recv(tc, &reply, 300) == 0)
+		fail("%s: expected no reply yet, got %s to request %llu", what,
+		     ngnfs_msg_type_name(reply.msg.type), (unsigned long long)reply.msg.request_id);
+}
+
+/*
+ * A WRITE SINGLE of several frames (format-msg.h): the frames before the
+ * last are held without a reply and change nothing; the last applies all
+ * of them in one batch and every frame is answered, in order.  A session
+ * that ends before the last frame writes nothing, and a frame out of
+ * sequence, a block twice across frames, or one block without a grant
+ * refuses every frame held.
+ */
+static void case_held_write(void)
+{
+	struct ngnfs_test_cluster *cluster = start(1, NULL);
+	static uint8_t data[4][NGNFS_BLOCK_SIZE], back[NGNFS_BLOCK_SIZE];
+	struct ngnfs_block_request blocks[4];
+	uint64_t ids[3], version, new_version;
+	bool has_data;
+	struct tc writer, other;
+
+	format_all(cluster);
+	open_session(&writer, cluster, 0, 0);
+	open_session(&other, cluster, 0, 0);
+	for (unsigned int i = 0; i < 4; i++) {
+		fill(data[i], (uint8_t)(40 + i));
+		EXPECT_STATUS(
+		    tc_get(&writer, 30 + i, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
+		blocks[i] =
+		    (struct ngnfs_block_request){ .blkno = 30 + i, .version = 0, .data = data[i] };
+	}
+	/* block 33 is written now and freed by the held write's last frame */
+	EXPECT_STATUS(tc_write(&writer, 33, 0, data[3], &new_version), 0);
+	{
+		const uint64_t free_33 = 33;
+
+		EXPECT_STATUS(
+		    tc_write_frame_send(&writer, 77, &blocks[0], 1, NULL, 0, 0, 3, &ids[0]), 0);
+		EXPECT_STATUS(
+		    tc_write_frame_send(&writer, 77, &blocks[1], 1, NULL, 0, 1, 3, &ids[1]), 0);
+		expect_no_reply(&writer, "two of three frames sent");
+		EXPECT_U64("version of a block in a held frame, before the last frame",
+			   incoherent_version(&other, 30, NULL), 0);
+		EXPECT_STATUS(
+		    tc_write_frame_send(&writer, 77, &blocks[2], 1, &free_33, 1, 2, 3, &ids[2]), 0);
+	}
+	for (unsigned int i = 0; i < 3; i++)
+		expect_write_reply(&writer, ids[i], 0, "frame of a held write");
+	for (unsigned int i = 0; i < 3; i++) {
+		EXPECT_U64("version after the held write", incoherent_version(&other, 30 + i, back),
+			   1);
+		if (memcmp(back, data[i], sizeof(back)))
+			fail("block %u: data differs from the held write's frame %u", 30 + i, i);
+	}
+	{
+		const uint64_t free_33 = 33;
+
+		/* freeing it again is refused: the held write's last frame freed it */
+		EXPECT_STATUS(tc_get(&writer, 33, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL),
+			      0);
+		EXPECT_STATUS(tc_write_full(&writer, NGNFS_WRITE_SINGLE, 0, NULL, 0, NULL, 0,
+					    &free_33, 1, 0, 0, NULL),
+			      -EINVAL);
+		if (!log_contains(cluster, 0, "block to free is not allocated"))
+			fail("expected block 33 to be free after the held write freed it");
+	}
+
+	/* the session ends after two of three frames: nothing is written */
+	for (unsigned int i = 0; i < 3; i++)
+		blocks[i].version = 1;
+	EXPECT_STATUS(tc_write_frame_send(&writer, 78, &blocks[0], 1, NULL, 0, 0, 3, NULL), 0);
+	EXPECT_STATUS(tc_write_frame_send(&writer, 78, &blocks[1], 1, NULL, 0, 1, 3, NULL), 0);
+	expect_no_reply(&writer, "two of three frames sent before the close");
+	tc_close(&writer);
+	for (int tries = 0; tries < 100 && !log_contains(cluster, 0, "ended with 2 of 3 frames");
+	     tries++)
+		usleep(20 * 1000);
+	if (!log_contains(cluster, 0, "ended with 2 of 3 frames of set 000000000000004e held"))
+		fail("expected a log line for the session that ended holding 2 of 3 frames");
+	for (unsigned int i = 0; i < 2; i++)
+		EXPECT_U64("version of a block of a held write whose session ended",
+			   incoherent_version(&other, 30 + i, NULL), 1);
+
+	open_session(&writer, cluster, 0, 0);
+	for (unsigned int i = 0; i < 3; i++)
+		EXPECT_STATUS(
+		    tc_get(&writer, 30 + i, NGNFS_ACCESS_WRITE, 1, &version, &has_data, NULL), 0);
+
+	/* frame 2 after frame 0: both refused */
+	EXPECT_STATUS(tc_write_frame_send(&writer, 79, &blocks[0], 1, NULL, 0, 0, 3, &ids[0]), 0);
+	EXPECT_STATUS(tc_write_frame_send(&writer, 79, &blocks[2], 1, NULL, 0, 2, 3, &ids[2]), 0);
+	expect_write_reply(&writer, ids[0], -EINVAL, "frame 0 before a frame out of sequence");
+	expect_write_reply(&writer, ids[2], -EINVAL, "frame 2 after frame 0");
+	if (!log_contains(cluster, 0, "frame is not the next frame of the held write"))
+		fail("expected a log line for the frame out of sequence");
+
+	/* a later frame with no frame 0 held */
+	EXPECT_STATUS(tc_write_frame_send(&writer, 80, &blocks[1], 1, NULL, 0, 1, 2, &ids[1]), 0);
+	expect_write_reply(&writer, ids[1], -EINVAL, "frame 1 with no frame 0 held");
+
+	/* one block in two frames */
+	EXPECT_STATUS(tc_write_frame_send(&writer, 81, &blocks[0], 1, NULL, 0, 0, 2, &ids[0]), 0);
+	EXPECT_STATUS(tc_write_frame_send(&writer, 81, &blocks[0], 1, NULL, 0, 1, 2, &ids[1]), 0);
+	expect_write_reply(&writer, ids[0], -EINVAL, "frame 0 of a block written twice");
+	expect_write_reply(&writer, ids[1], -EINVAL, "frame 1 of a block written twice");
+	if (!log_contains(
+		cluster, 0,
+		"block appears twice in one write (Invalid argument); refusing all 2 frames"))
+		fail("expected a log line for a block in two frames");
+
+	/* the last frame's block has no grant: the first frame is refused too */
+	EXPECT_STATUS(tc_release(&writer, 32, NGNFS_ACCESS_NONE), 0);
+	EXPECT_STATUS(tc_write_frame_send(&writer, 82, &blocks[0], 1, NULL, 0, 0, 2, &ids[0]), 0);
+	EXPECT_STATUS(tc_write_frame_send(&writer, 82, &blocks[2], 1, NULL, 0, 1, 2, &ids[1]), 0);
+	expect_write_reply(&writer, ids[0], -EPERM, "frame 0 of a write refused at its last frame");
+	expect_write_reply(&writer, ids[1], -EPERM, "frame 1 without a grant");
+	for (unsigned int i = 0; i < 3; i++)
+		EXPECT_U64("version after the refused held writes",
+			   incoherent_version(&other, 30 + i, NULL), 1);
+
+	/* the session still works: a two-frame write of blocks 30 and 31 */
+	fill(data[0], 50);
+	fill(data[1], 51);
+	EXPECT_STATUS(tc_write_frame_send(&writer, 83, &blocks[0], 1, NULL, 0, 0, 2, &ids[0]), 0);
+	EXPECT_STATUS(tc_write_frame_send(&writer, 83, &blocks[1], 1, NULL, 0, 1, 2, &ids[1]), 0);
+	expect_write_reply(&writer, ids[0], 0, "frame 0 after the refusals");
+	expect_write_reply(&writer, ids[1], 0, "frame 1 after the refusals");
+	for (unsigned int i = 0; i < 2; i++) {
+		EXPECT_U64("version after the two-frame write",
+			   incoherent_version(&other, 30 + i, back), 2);
+		if (memcmp(back, data[i], sizeof(back)))
+			fail("block %u: data differs from the two-frame write", 30 + i);
+	}
+	tc_close(&writer);
+	tc_close(&other);
+	stop(cluster);
+}
+
 static const struct {
 	const char *name;
 	void (*run)(void);
@@ -2194,6 +2360,7 @@ static const struct {
 	{ "write_refused", case_write_refused },
 	{ "corrupt_block", case_corrupt_block },
 	{ "malformed_frames", case_malformed_frames },
+	{ "held_write", case_held_write },
 	{ "grant_fifo", case_grant_fifo },
 	{ "alloc", case_alloc },
 	{ "cmpxchg_incoherent", case_cmpxchg_incoherent },

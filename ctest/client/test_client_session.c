@@ -281,6 +281,78 @@ static void test_requests(struct client_test_fs *fs, struct ngnfs_client *client
 		      (unsigned long long)before.free_blocks);
 	}
 
+	/*
+	 * One device, more blocks than one frame carries: one WRITE of three
+	 * frames (blockd holds the first two and applies all three in one
+	 * batch), not a staged set; one block more than NGNFS_WRITE_MAX_FRAMES
+	 * frames carry is staged.  Each is read back as soon as it returns.
+	 */
+	{
+		enum {
+			HELD = 2 * NGNFS_MSG_MAX_BLOCKS + 88,
+			STAGED = NGNFS_WRITE_MAX_FRAMES * NGNFS_MSG_MAX_BLOCKS + 1
+		};
+		static struct ngnfs_block_request blocks[STAGED];
+		static uint64_t versions[STAGED];
+		static uint8_t held_data[NGNFS_BLOCK_SIZE];
+		const uint64_t held_set = 0x4e0000000001ULL, staged_set = 0x4e0000000002ULL;
+		const uint32_t counts[2] = { HELD, STAGED };
+		const uint64_t set_ids[2] = { held_set, staged_set };
+		char staged_line[64];
+		char *log;
+
+		for (unsigned int round = 0; round < 2; round++) {
+			uint64_t read_version;
+
+			fill(held_data, 77, (uint8_t)(6 + round));
+			for (uint32_t i = 0; i < counts[round]; i++) {
+				uint64_t b = ngnfs_blkno_make(1, 2000 + i);
+
+				get_write(client, b, &version);
+				blocks[i] =
+				    (struct ngnfs_block_request){ .blkno = b,
+								  .version = version,
+								  .access = NGNFS_ACCESS_WRITE,
+								  .data = held_data };
+			}
+			set = (struct ngnfs_write_set){ .blocks = blocks,
+							.block_count = counts[round],
+							.set_id = set_ids[round],
+							.release = true,
+							.release_access = NGNFS_ACCESS_NONE };
+			ret = ngnfs_client_write_set_sync(client, &set, versions);
+			CHECK(ret == 0, "WRITE of a %u-block set on one device: %d (%s)",
+			      counts[round], ret, strerror(-ret));
+			for (uint32_t i = 0; i < counts[round]; i += 97) {
+				CHECK_OK(ngnfs_client_read_incoherent_sync(client, blocks[i].blkno,
+									   &read_version, data),
+					 "READ_INCOHERENT");
+				CHECK(
+				    read_version == versions[i] &&
+					versions[i] == blocks[i].version + 1 &&
+					!memcmp(data, held_data, sizeof(data)),
+				    "%u-block set block %#llx: expected version %llu and its data "
+				    "on return, read %llu, data %s",
+				    counts[round], (unsigned long long)blocks[i].blkno,
+				    (unsigned long long)blocks[i].version + 1,
+				    (unsigned long long)read_version,
+				    memcmp(data, held_data, sizeof(data)) ? "differs" : "equal");
+			}
+		}
+		log = ngnfs_test_read_file(ngnfs_test_cluster_log_path(fs->cluster, 1), NULL);
+		CHECK(log, "cannot read device 1's log");
+		snprintf(staged_line, sizeof(staged_line), "set %016llx staged by",
+			 (unsigned long long)held_set);
+		CHECK(!strstr(log, staged_line),
+		      "the %u-block set on one device was staged, not written as one WRITE", HELD);
+		snprintf(staged_line, sizeof(staged_line), "set %016llx staged by",
+			 (unsigned long long)staged_set);
+		CHECK(strstr(log, staged_line),
+		      "the %u-block set on one device, more than %u frames, was not staged", STAGED,
+		      NGNFS_WRITE_MAX_FRAMES);
+		free(log);
+	}
+
 	/* STATFS, ALLOC, CMPXCHG */
 	{
 		struct ngnfs_device_statfs statfs;

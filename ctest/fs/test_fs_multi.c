@@ -1060,3 +1060,105 @@ void test_restart_grace_places_elsewhere(void)
 	check_fsck_clean(fs);
 	stop_fs(fs);
 }
+
+struct sync_thread {
+	struct ngnfs_fs *fs;
+	int ret;
+};
+
+static void *sync_thread_main(void *arg)
+{
+	struct sync_thread *sync = arg;
+
+	sync->ret = ngnfs_sync(sync->fs);
+	return NULL;
+}
+
+/*
+ * A directory's creates in writeback mode, flushed as one set on one
+ * device larger than one frame: one WRITE of several frames, held by
+ * blockd until the last.  blockd is killed while that write waits for its
+ * commit (--commit-delay-ms), so none of it was applied; after the restart
+ * the cache asks for the set's grants again at their base versions, finds
+ * them unchanged and writes the set again.  The sync that was waiting
+ * succeeds, another mount lists every file, and fsck is clean.
+ */
+void test_held_write_across_restart(void)
+{
+	static const char *const args[] = { "--commit-delay-ms", "1500", NULL };
+	enum { FILES = 400 };
+	struct ngnfs_mount_options options = { .durability = NGNFS_MOUNT_WRITEBACK,
+					       .writeback_interval_ms = 600000 };
+	struct sync_thread sync = { 0 };
+	struct ngnfs_handle root, handle;
+	struct listing listing = { 0 };
+	char name[32], capture_path[] = "/tmp/ngnfs-held-write-XXXXXX";
+	unsigned int in_flight = 0;
+	struct ngnfs_fs *fs, *other;
+	pthread_t thread;
+	int saved_stderr, capture;
+	char *log, *line;
+	FILE *file;
+	long size;
+
+	set_blockd_args(args);
+	start_backend_mkfs(1, "held-write-restart");
+	set_blockd_args(NULL);
+	options.device_addresses = test_addresses();
+	options.device_count = (uint16_t)test_device_count();
+	EXPECT_RET(ngnfs_mount(&options, &fs), 0);
+	root = root_of(fs);
+	for (unsigned int i = 0; i < FILES; i++) {
+		snprintf(name, sizeof(name), "file-%u", i);
+		EXPECT_RET(ngnfs_create(fs, &root, name, S_IFREG | 0644, 0, 0, 0, &handle, NULL),
+			   0);
+	}
+
+	/* the cache says on stderr what was in flight when the session broke */
+	capture = mkstemp(capture_path);
+	CHECK(capture >= 0, "mkstemp: %s", strerror(errno));
+	fflush(stderr);
+	saved_stderr = dup(2);
+	CHECK(saved_stderr >= 0 && dup2(capture, 2) == 2, "redirecting stderr: %s",
+	      strerror(errno));
+	sync.fs = fs;
+	CHECK(pthread_create(&thread, NULL, sync_thread_main, &sync) == 0, "pthread_create");
+	usleep(500 * 1000); /* the frames are at blockd, the last one's commit delayed */
+	CHECK(test_blockd_kill_restart(0) == 0, "could not kill and restart device 0");
+	pthread_join(thread, NULL);
+	fflush(stderr);
+	dup2(saved_stderr, 2);
+	close(saved_stderr);
+	close(capture);
+
+	file = fopen(capture_path, "r");
+	CHECK(file, "cannot read the captured stderr: %s", strerror(errno));
+	fseek(file, 0, SEEK_END);
+	size = ftell(file);
+	rewind(file);
+	log = calloc(1, (size_t)size + 1);
+	CHECK(log && fread(log, 1, (size_t)size, file) == (size_t)size, "reading %s", capture_path);
+	fclose(file);
+	unlink(capture_path);
+	fputs(log, stderr);
+	line = strstr(log, "ngnfs cache: a write of ");
+	CHECK(line &&
+		  sscanf(line, "ngnfs cache: a write of %u blocks to device 0", &in_flight) == 1,
+	      "expected the cache to log the write in flight when device 0 was killed");
+	CHECK(in_flight > NGNFS_MSG_MAX_BLOCKS,
+	      "the write in flight had %u blocks, not more than one frame (%u)", in_flight,
+	      NGNFS_MSG_MAX_BLOCKS);
+	free(log);
+	EXPECT_RET(sync.ret, 0);
+	EXPECT_RET(ngnfs_write_losses(fs), 0);
+
+	other = mount_fs(NGNFS_MOUNT_STABLE);
+	root = root_of(other);
+	list_all(other, &root, &listing);
+	CHECK(listing.count == FILES, "another mount lists %zu files, expected %u", listing.count,
+	      FILES);
+	listing_free(&listing);
+	check_fsck_clean(other);
+	ngnfs_unmount(other);
+	stop_fs(fs);
+}

@@ -96,10 +96,11 @@ static int reencode(struct ngnfs_buffer *out, const struct ngnfs_msg *msg)
 		}
 		for (uint32_t i = 0; i < msg->write.free_count; i++)
 			blknos[i] = ngnfs_msg_write_free(msg, i);
-		return ngnfs_encode_write(out, msg->request_id, msg->write.set_id, msg->write.phase,
-					  msg->write.flags, msg->write.release_access, participants,
-					  msg->write.participant_count, blocks,
-					  msg->write.block_count, blknos, msg->write.free_count);
+		return ngnfs_encode_write_frame(
+		    out, msg->request_id, msg->write.set_id, msg->write.phase, msg->write.flags,
+		    msg->write.release_access, participants, msg->write.participant_count, blocks,
+		    msg->write.block_count, blknos, msg->write.free_count, msg->write.frame_index,
+		    msg->write.frame_count);
 	case NGNFS_MSG_WRITE_REPLY:
 	case NGNFS_MSG_COMMIT_REPLY:
 	case NGNFS_MSG_ALLOC_REPLY:

@@ -361,9 +361,26 @@ static void test_write_round_trip(void **state)
 			 0);
 	receive_one(&buffer, NGNFS_MSG_WRITE, &msg, &frame);
 	assert_int_equal(msg.write.phase, NGNFS_WRITE_SINGLE);
+	assert_int_equal(msg.write.frame_index, 0);
+	assert_int_equal(msg.write.frame_count, 1);
 	assert_int_equal(msg.write.participant_count, 0);
 	assert_int_equal(msg.write.block_count, 1);
 	assert_int_equal(msg.write.free_count, 0);
+	free(frame);
+
+	/* frame 15 of 16 of a held SINGLE write */
+	ngnfs_buffer_reset(&buffer);
+	assert_int_equal(ngnfs_encode_write_frame(&buffer, 1003, 42, NGNFS_WRITE_SINGLE, 0,
+						  NGNFS_ACCESS_NONE, NULL, 0, blocks + 1, 2, frees,
+						  1, NGNFS_WRITE_MAX_FRAMES - 1,
+						  NGNFS_WRITE_MAX_FRAMES),
+			 0);
+	receive_one(&buffer, NGNFS_MSG_WRITE, &msg, &frame);
+	assert_int_equal(msg.write.set_id, 42);
+	assert_int_equal(msg.write.frame_index, NGNFS_WRITE_MAX_FRAMES - 1);
+	assert_int_equal(msg.write.frame_count, NGNFS_WRITE_MAX_FRAMES);
+	assert_int_equal(msg.write.block_count, 2);
+	assert_int_equal(msg.write.free_count, 1);
 	free(frame);
 	ngnfs_buffer_free(&buffer);
 }
@@ -713,6 +730,16 @@ static void test_encoders_refuse_what_decoders_reject(void **state)
 	    -EINVAL);
 	assert_int_equal(ngnfs_encode_write(&buffer, 1, 1, NGNFS_WRITE_SINGLE, 0, 0, NULL, 0,
 					    &no_data, 1, NULL, 0),
+			 -EINVAL);
+	assert_int_equal(ngnfs_encode_write_frame(&buffer, 1, 1, NGNFS_WRITE_SINGLE, 0, 0, NULL, 0,
+						  NULL, 0, &blkno, 1, 0, 0),
+			 -EINVAL);
+	assert_int_equal(ngnfs_encode_write_frame(&buffer, 1, 1, NGNFS_WRITE_SINGLE, 0, 0, NULL, 0,
+						  NULL, 0, &blkno, 1, 2, 2),
+			 -EINVAL);
+	assert_int_equal(ngnfs_encode_write_frame(&buffer, 1, 1, NGNFS_WRITE_SINGLE, 0, 0, NULL, 0,
+						  NULL, 0, &blkno, 1, 0,
+						  NGNFS_WRITE_MAX_FRAMES + 1),
 			 -EINVAL);
 	assert_int_equal(ngnfs_encode_resolve(&buffer, NGNFS_MSG_RESOLVE, 1, 0, 1, 3), -EINVAL);
 	assert_int_equal(ngnfs_encode_alloc(&buffer, 1, NGNFS_MSG_MAX_BLOCKS + 1), -EINVAL);
@@ -1215,6 +1242,57 @@ static void bad_write_stage_no_participants(struct ngnfs_buffer *b, size_t *leng
 	*length = b->length;
 }
 
+static void valid_single(struct ngnfs_buffer *b)
+{
+	struct ngnfs_block_request block = { .blkno = 5, .version = 1, .data = block_a };
+
+	assert_int_equal(ngnfs_encode_write_frame(b, 1, 7, NGNFS_WRITE_SINGLE, 0, NGNFS_ACCESS_NONE,
+						  NULL, 0, &block, 1, NULL, 0, 1, 3),
+			 0);
+}
+
+static void bad_write_frame_count_zero(struct ngnfs_buffer *b, size_t *length)
+{
+	valid_single(b);
+	put_le16(b->data + PAYLOAD(struct ngnfs_msg_write, frame_index), 0);
+	put_le16(b->data + PAYLOAD(struct ngnfs_msg_write, frame_count), 0);
+	refresh_crc(b->data, b->length);
+	*length = b->length;
+}
+
+static void bad_write_frame_count_high(struct ngnfs_buffer *b, size_t *length)
+{
+	valid_single(b);
+	put_le16(b->data + PAYLOAD(struct ngnfs_msg_write, frame_count),
+		 NGNFS_WRITE_MAX_FRAMES + 1);
+	refresh_crc(b->data, b->length);
+	*length = b->length;
+}
+
+static void bad_write_frame_index(struct ngnfs_buffer *b, size_t *length)
+{
+	valid_single(b);
+	put_le16(b->data + PAYLOAD(struct ngnfs_msg_write, frame_index), 3);
+	refresh_crc(b->data, b->length);
+	*length = b->length;
+}
+
+static void bad_write_stage_frames(struct ngnfs_buffer *b, size_t *length)
+{
+	valid_stage(b);
+	put_le16(b->data + PAYLOAD(struct ngnfs_msg_write, frame_count), 2);
+	refresh_crc(b->data, b->length);
+	*length = b->length;
+}
+
+static void bad_write_reserved(struct ngnfs_buffer *b, size_t *length)
+{
+	valid_single(b);
+	put_le32(b->data + PAYLOAD(struct ngnfs_msg_write, reserved), 1);
+	refresh_crc(b->data, b->length);
+	*length = b->length;
+}
+
 static void bad_versions_count_long(struct ngnfs_buffer *b, size_t *length)
 {
 	const uint64_t blknos[1] = { 1 };
@@ -1432,6 +1510,11 @@ static const struct malformed_case malformed_cases[] = {
 	CASE(bad_write_participants_mismatch, -EBADMSG),
 	CASE(bad_write_padding, -EPROTO),
 	CASE(bad_write_stage_no_participants, -EPROTO),
+	CASE(bad_write_frame_count_zero, -EPROTO),
+	CASE(bad_write_frame_count_high, -EPROTO),
+	CASE(bad_write_frame_index, -EPROTO),
+	CASE(bad_write_stage_frames, -EPROTO),
+	CASE(bad_write_reserved, -EPROTO),
 	CASE(bad_versions_count_long, -EBADMSG),
 	CASE(bad_alloc_reply_count_over_max, -EPROTO),
 	CASE(bad_resolve_outcome, -EPROTO),
