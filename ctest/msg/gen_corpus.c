@@ -92,6 +92,9 @@ int main(int argc, char **argv)
 	save(dir, "write-single", &b,
 	     ngnfs_encode_write(&b, 5, 0, NGNFS_WRITE_SINGLE, NGNFS_WRITE_RELEASE,
 				NGNFS_ACCESS_READ, NULL, 0, write, 1, blknos, 1));
+	save(dir, "write-held-frame", &b,
+	     ngnfs_encode_write_frame(&b, 5, 78, NGNFS_WRITE_SINGLE, 0, NGNFS_ACCESS_NONE, NULL, 0,
+				      write, 1, blknos, 1, 1, 3));
 	save(dir, "write-stage", &b,
 	     ngnfs_encode_write(&b, 6, 77, NGNFS_WRITE_STAGE, 0, NGNFS_ACCESS_NONE, participants, 3,
 				write, 2, blknos, 3));
