@@ -671,32 +671,28 @@ static void handle_write_single(struct session *session, const struct ngnfs_msg 
 	const struct ngnfs_msg *frames[NGNFS_WRITE_MAX_FRAMES];
 	struct held_write *held;
 	uint32_t frame_count = 0;
+	const char *why = NULL;
+	int ret = 0;
 
 	if (session->held_write || msg->write.frame_count > 1) {
-		const char *why = NULL;
-		int ret = hold_frame(session, msg, &why);
-
+		ret = hold_frame(session, msg, &why);
 		if (ret == 1)
 			return;
-		held = session->held_write;
-		if (ret < 0) {
-			log_warn("WRITE frame %u of %u of set %016llx refused for %s: %s (%s); "
-				 "held frames refused with it: %u",
-				 msg->write.frame_index, msg->write.frame_count,
-				 (unsigned long long)msg->write.set_id, session->name, why,
-				 strerror(-ret), held ? held->held_count : 0);
-			for (uint16_t f = 0; held && f < held->held_count; f++)
-				frames[frame_count++] = &held->frames[f].msg;
-			frames[frame_count++] = msg;
-			refuse_frames(session, frames, frame_count, ret);
-			held_write_free(session);
-			return;
-		}
-		for (uint16_t f = 0; f < held->held_count; f++)
-			frames[frame_count++] = &held->frames[f].msg;
 	}
+	held = session->held_write;
+	for (uint16_t f = 0; held && f < held->held_count; f++)
+		frames[frame_count++] = &held->frames[f].msg;
 	frames[frame_count++] = msg;
-	write_apply(session, frames, frame_count);
+	if (ret < 0) {
+		log_warn("WRITE frame %u of %u of set %016llx refused for %s: %s (%s); held "
+			 "frames refused with it: %u",
+			 msg->write.frame_index, msg->write.frame_count,
+			 (unsigned long long)msg->write.set_id, session->name, why, strerror(-ret),
+			 frame_count - 1);
+		refuse_frames(session, frames, frame_count, ret);
+	} else {
+		write_apply(session, frames, frame_count);
+	}
 	held_write_free(session);
 }
 

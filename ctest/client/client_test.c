@@ -178,35 +178,18 @@ int client_test_wait_session(struct ngnfs_client *client, uint16_t device, unsig
 	return 0;
 }
 
-static int saved_stderr = -1;
-static char capture_path[64];
-
 void client_test_capture_stderr_begin(void)
 {
-	int fd;
+	int ret = ngnfs_test_capture_stderr_begin();
 
-	snprintf(capture_path, sizeof(capture_path), "/tmp/ngnfs-client-stderr-XXXXXX");
-	fd = mkstemp(capture_path);
-	CHECK(fd >= 0, "mkstemp: %s", strerror(errno));
-	fflush(stderr);
-	saved_stderr = dup(2);
-	dup2(fd, 2);
-	close(fd);
+	CHECK(ret == 0, "capturing stderr: %s", strerror(-ret));
 }
 
 char *client_test_capture_stderr_end(void)
 {
-	char *text;
+	char *text = ngnfs_test_capture_stderr_end();
 
-	fflush(stderr);
-	dup2(saved_stderr, 2);
-	close(saved_stderr);
-	saved_stderr = -1;
-	text = ngnfs_test_read_file(capture_path, NULL);
-	unlink(capture_path);
 	CHECK(text, "reading captured stderr");
-	/* Show it anyway: the log is part of what a reader of the test wants. */
-	fprintf(stderr, "%s", text);
 	return text;
 }
 

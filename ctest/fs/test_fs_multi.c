@@ -1092,14 +1092,11 @@ void test_held_write_across_restart(void)
 	struct sync_thread sync = { 0 };
 	struct ngnfs_handle root, handle;
 	struct listing listing = { 0 };
-	char name[32], capture_path[] = "/tmp/ngnfs-held-write-XXXXXX";
 	unsigned int in_flight = 0;
 	struct ngnfs_fs *fs, *other;
 	pthread_t thread;
-	int saved_stderr, capture;
+	char name[32];
 	char *log, *line;
-	FILE *file;
-	long size;
 
 	set_blockd_args(args);
 	start_backend_mkfs(1, "held-write-restart");
@@ -1115,32 +1112,14 @@ void test_held_write_across_restart(void)
 	}
 
 	/* the cache says on stderr what was in flight when the session broke */
-	capture = mkstemp(capture_path);
-	CHECK(capture >= 0, "mkstemp: %s", strerror(errno));
-	fflush(stderr);
-	saved_stderr = dup(2);
-	CHECK(saved_stderr >= 0 && dup2(capture, 2) == 2, "redirecting stderr: %s",
-	      strerror(errno));
+	CHECK(ngnfs_test_capture_stderr_begin() == 0, "cannot capture stderr");
 	sync.fs = fs;
 	CHECK(pthread_create(&thread, NULL, sync_thread_main, &sync) == 0, "pthread_create");
 	usleep(500 * 1000); /* the frames are at blockd, the last one's commit delayed */
 	CHECK(test_blockd_kill_restart(0) == 0, "could not kill and restart device 0");
 	pthread_join(thread, NULL);
-	fflush(stderr);
-	dup2(saved_stderr, 2);
-	close(saved_stderr);
-	close(capture);
-
-	file = fopen(capture_path, "r");
-	CHECK(file, "cannot read the captured stderr: %s", strerror(errno));
-	fseek(file, 0, SEEK_END);
-	size = ftell(file);
-	rewind(file);
-	log = calloc(1, (size_t)size + 1);
-	CHECK(log && fread(log, 1, (size_t)size, file) == (size_t)size, "reading %s", capture_path);
-	fclose(file);
-	unlink(capture_path);
-	fputs(log, stderr);
+	log = ngnfs_test_capture_stderr_end();
+	CHECK(log, "cannot read the captured stderr");
 	line = strstr(log, "ngnfs cache: a write of ");
 	CHECK(line &&
 		  sscanf(line, "ngnfs cache: a write of %u blocks to device 0", &in_flight) == 1,

@@ -383,6 +383,50 @@ char *ngnfs_test_read_file(const char *path, size_t *length)
 	return text;
 }
 
+static int captured_stderr = -1;
+static char capture_path[64];
+
+int ngnfs_test_capture_stderr_begin(void)
+{
+	int fd;
+
+	snprintf(capture_path, sizeof(capture_path), "/tmp/ngnfs-test-stderr-XXXXXX");
+	fd = mkstemp(capture_path);
+	if (fd < 0)
+		return -errno;
+	fflush(stderr);
+	captured_stderr = dup(2);
+	if (captured_stderr < 0 || dup2(fd, 2) != 2) {
+		int ret = -errno;
+
+		if (captured_stderr >= 0)
+			close(captured_stderr);
+		captured_stderr = -1;
+		close(fd);
+		unlink(capture_path);
+		return ret;
+	}
+	close(fd);
+	return 0;
+}
+
+char *ngnfs_test_capture_stderr_end(void)
+{
+	char *text;
+
+	if (captured_stderr < 0)
+		return NULL;
+	fflush(stderr);
+	dup2(captured_stderr, 2);
+	close(captured_stderr);
+	captured_stderr = -1;
+	text = ngnfs_test_read_file(capture_path, NULL);
+	unlink(capture_path);
+	if (text)
+		fputs(text, stderr);
+	return text;
+}
+
 static char *format_string(const char *format, ...) __attribute__((format(printf, 1, 2)));
 
 static char *format_string(const char *format, ...)

@@ -142,4 +142,13 @@ const char *ngnfs_test_describe_status(int wait_status, char *text, size_t size)
 /* Whole file into a malloc()ed NUL-terminated string, NULL on error. */
 char *ngnfs_test_read_file(const char *path, size_t *length);
 
+/*
+ * Send this process's stderr (fd 2) to a temporary file until
+ * ngnfs_test_capture_stderr_end(), which restores it, copies what was
+ * captured to it (a reader of the test's output wants the log too) and
+ * returns it as a malloc()ed string.  0 / NULL on success / error.
+ */
+int ngnfs_test_capture_stderr_begin(void);
+char *ngnfs_test_capture_stderr_end(void);
+
 #endif
