@@ -17,6 +17,8 @@
  *   readdir       every entry of the create directory (count checked)
  *   xattr-set     a 100-byte user.archive.location on every untar file
  *   xattr-replace the same name replaced by a new 100-byte value
+ *   rename        every untar file to a new name in its own directory
+ *   unlink        every renamed untar file
  *
  * Writeback rates are printed twice: as acknowledged (from memory), and
  * "to durable", i.e. including the ngnfs_sync that makes the phase durable.
@@ -382,7 +384,7 @@ static void run_mount(unsigned int devices, const char *const *addresses,
 		.device_count = (uint16_t)devices,
 		.durability = mode,
 	};
-	struct ngnfs_handle root, top, big, *tree;
+	struct ngnfs_handle root, top, big, *tree, *tree_dirs;
 	char name[64], data[4096], value[XATTR_VALUE_SIZE];
 	struct ngnfs_attr attr;
 	struct ngnfs_fs *fs;
@@ -428,7 +430,8 @@ static void run_mount(unsigned int devices, const char *const *addresses,
 
 	/* untar: directories of small files with data */
 	tree = calloc(tree_count, sizeof(*tree));
-	if (!tree)
+	tree_dirs = calloc(dirs, sizeof(*tree_dirs));
+	if (!tree || !tree_dirs)
 		die("calloc", -ENOMEM);
 	for (i = 0; i < sizeof(data); i++)
 		data[i] = (char)('a' + i % 26);
@@ -440,6 +443,7 @@ static void run_mount(unsigned int devices, const char *const *addresses,
 
 		snprintf(name, sizeof(name), "untar-%03u", d);
 		dir = make_dir(fs, &top, name);
+		tree_dirs[d] = dir;
 		for (f = 0; f < per_dir; f++) {
 			struct ngnfs_handle *file = &tree[d * per_dir + f];
 			size_t length = 1024 + ((d * 7919 + f * 104729) % 3073);
@@ -518,6 +522,36 @@ static void run_mount(unsigned int devices, const char *const *addresses,
 		if (length != XATTR_VALUE_SIZE || memcmp(got, value, sizeof(value)))
 			die("getxattr after replace: value differs", -EIO);
 	}
+
+	/* rename within each directory, then unlink the new names */
+	for (int pass = 0; pass < 2; pass++) {
+		set_phase(pass ? "unlink" : "rename");
+		before = writes_sent(fs);
+		seconds = now_s();
+		for (d = 0; d < dirs; d++) {
+			for (f = 0; f < per_dir; f++) {
+				char new_name[64];
+
+				snprintf(name, sizeof(name), "file-%04u", f);
+				snprintf(new_name, sizeof(new_name), "renamed-%04u", f);
+				if (pass)
+					ret = ngnfs_unlink(fs, &tree_dirs[d], new_name);
+				else
+					ret = ngnfs_rename(fs, &tree_dirs[d], name, &tree_dirs[d],
+							   new_name);
+				if (ret < 0)
+					die(pass ? "unlink" : "rename", ret);
+				made_progress();
+			}
+		}
+		seconds = now_s() - seconds;
+		synced = writeback ? seconds + sync_time(fs) : 0;
+		print_row(devices, mode_name, pass ? "unlink" : "rename", tree_count, seconds,
+			  synced, writes_sent(fs) - before);
+	}
+	if (readdir_all(fs, &tree_dirs[0]) != 0)
+		die("readdir after unlink: the directory is not empty", -EIO);
+	free(tree_dirs);
 	free(tree);
 	table_fs = NULL;
 	ngnfs_unmount(fs);
