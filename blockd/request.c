@@ -490,7 +490,7 @@ static void write_apply(struct session *session, const struct ngnfs_msg *const *
 {
 	struct blockd *server = session->server;
 	const struct ngnfs_msg *last = frames[frame_count - 1];
-	uint32_t count = 0, total, position = 0;
+	uint32_t count = 0, total = 0, position = 0;
 	struct write_pending *write;
 	rocksdb_writebatch_t *batch;
 	uint64_t *all;
@@ -498,11 +498,10 @@ static void write_apply(struct session *session, const struct ngnfs_msg *const *
 	const char *why = NULL;
 	int status = 0;
 
-	for (uint32_t f = 0; f < frame_count; f++)
+	for (uint32_t f = 0; f < frame_count; f++) {
 		count += frames[f]->write.block_count;
-	total = count;
-	for (uint32_t f = 0; f < frame_count; f++)
-		total += frames[f]->write.free_count;
+		total += frames[f]->write.block_count + frames[f]->write.free_count;
+	}
 	write = calloc(1, sizeof(*write));
 	all = calloc(total ? total : 1, sizeof(uint64_t) * 2);
 	if (!write || !all) {

@@ -378,9 +378,11 @@ static int submit_group(struct ngnfs_client *client, struct request **requests,
 	uint32_t timeout_ms = client->request_timeout_ms;
 	bool was_empty = false;
 
-	for (uint32_t i = 0; i < count; i++) {
-		if (!before_session && timeout_ms)
-			requests[i]->deadline_ns = now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+	if (!before_session && timeout_ms) {
+		uint64_t deadline_ns = now_ns() + (uint64_t)timeout_ms * 1000000ULL;
+
+		for (uint32_t i = 0; i < count; i++)
+			requests[i]->deadline_ns = deadline_ns;
 	}
 
 	pthread_mutex_lock(&connection->lock);
