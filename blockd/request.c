@@ -99,7 +99,8 @@ void reply_refused(struct session *session, enum ngnfs_msg_type request_type, ui
 						   &no_data, 0);
 		break;
 	case NGNFS_MSG_STATFS:
-		ngnfs_encode_statfs_reply(&buffer, request_id, status, 0, 0, 0, 0);
+		ngnfs_encode_statfs_reply(&buffer, request_id, status,
+					  &(struct ngnfs_statfs_figures){ 0 });
 		break;
 	default:
 		ngnfs_encode_error(&buffer, request_id, status, "request refused");
@@ -907,15 +908,38 @@ out:
 	free(data);
 }
 
+/*
+ * client_sessions counts the clients connected now (peers resolving a
+ * staged set are blockd servers, not clients): the admin tool's orphan
+ * reclaim refuses to run while any client but itself is connected.
+ */
+static uint64_t client_session_count(const struct blockd *server)
+{
+	const struct session *other;
+	uint64_t count = 0;
+
+	for (other = server->sessions.next; other != &server->sessions; other = other->next) {
+		if (other->hello_done && !other->gone && !other->closing &&
+		    !(other->flags & NGNFS_HELLO_PEER))
+			count++;
+	}
+	return count;
+}
+
 static void handle_statfs(struct session *session, const struct ngnfs_msg *msg)
 {
 	struct blockd *server = session->server;
+	struct ngnfs_statfs_figures figures = {
+		.total_blocks = server->store.total_blocks,
+		.free_blocks = alloc_free_blocks(server),
+		.reserved_blocks = server->alloc.reserved.count,
+		.staged_sets = server->sets.count,
+		.client_sessions = client_session_count(server),
+	};
 	struct ngnfs_buffer buffer;
 
 	ngnfs_buffer_init(&buffer);
-	ngnfs_encode_statfs_reply(&buffer, msg->request_id, 0, server->store.total_blocks,
-				  alloc_free_blocks(server), server->alloc.reserved.count,
-				  server->sets.count);
+	ngnfs_encode_statfs_reply(&buffer, msg->request_id, 0, &figures);
 	session_send(session, &buffer);
 	ngnfs_buffer_free(&buffer);
 }

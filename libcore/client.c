@@ -2541,6 +2541,7 @@ static void statfs_copy(struct simple_call *call, const struct ngnfs_msg *msg)
 	statfs->free_blocks = msg->statfs_reply.free_blocks;
 	statfs->reserved_blocks = msg->statfs_reply.reserved_blocks;
 	statfs->staged_sets = msg->statfs_reply.staged_sets;
+	statfs->client_sessions = msg->statfs_reply.client_sessions;
 }
 
 int ngnfs_client_statfs_sync(struct ngnfs_client *client, uint16_t device,

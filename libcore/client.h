@@ -155,6 +155,7 @@ struct ngnfs_device_statfs {
 	uint64_t free_blocks;
 	uint64_t reserved_blocks;
 	uint64_t staged_sets;
+	uint64_t client_sessions; /* this client's own session included */
 };
 int ngnfs_client_statfs_sync(struct ngnfs_client *client, uint16_t device,
 			     struct ngnfs_device_statfs *statfs);

@@ -25,6 +25,10 @@
  *
  * Version history:
  *  1: initial protocol.
+ *  2: WRITE SINGLE carries frame_index and frame_count (a one-device set
+ *     of up to 16 frames is one held write).
+ *  3: STATFS_REPLY says how many client sessions the server has, so that
+ *     an admin tool can tell whether any other client is connected.
  */
 
 #include <stdint.h>
@@ -36,7 +40,7 @@
 #include <linux/types.h>
 
 #define NGNFS_MSG_MAGIC	       0x4e474d31U /* "NGM1" read as a little-endian u32 */
-#define NGNFS_PROTOCOL_VERSION 2
+#define NGNFS_PROTOCOL_VERSION 3
 #define NGNFS_BLOCK_SHIFT      12
 #define NGNFS_BLOCK_SIZE       (1U << NGNFS_BLOCK_SHIFT)
 #define NGNFS_FS_ID_SIZE       16
@@ -396,12 +400,17 @@ struct ngnfs_msg_incoherent_block {
 	__le32 reserved;
 };
 
-/* STATFS_REPLY: counts in blocks of this device. */
+/*
+ * STATFS_REPLY: counts in blocks of this device, and client_sessions:
+ * the sessions past HELLO that are clients (not NGNFS_HELLO_PEER), the
+ * asking one included.
+ */
 struct ngnfs_msg_statfs_reply {
 	__le64 total_blocks;
 	__le64 free_blocks;
 	__le64 reserved_blocks;
 	__le64 staged_sets;
+	__le64 client_sessions;
 };
 
 /* ERROR: header status says why; text is a NUL-free human explanation. */

@@ -209,6 +209,11 @@ bool ngnfs_fs_is_open(struct ngnfs_fs *fs, uint64_t ino);
 void ngnfs_fs_install_invalidate(struct ngnfs_fs *fs);
 /* Last close: free the inode if it is an orphan (namei.c, own transaction). */
 int ngnfs_namei_reclaim_orphan(struct ngnfs_fs *fs, const struct ngnfs_handle *handle);
+/*
+ * The same for an orphan directory entry of any generation (the admin
+ * tool's reclaim); *freed says whether ino was an orphan and is now free.
+ */
+int ngnfs_namei_reclaim_orphan_ino(struct ngnfs_fs *fs, uint64_t ino, bool *freed);
 
 /* Directory operations inside transactions (dir.c). */
 struct ngnfs_dirent_info {

@@ -13,6 +13,11 @@
  * used twice is found.  Everything found is reported and counted; the
  * walk goes on after a problem so that one run shows all of them.
  *
+ * The orphan reclaim lives here too because it reads the orphan
+ * directory the same way; it frees through the same transaction as a
+ * last close (namei.c), so a reclaim and a close racing for one orphan
+ * free it once.
+ *
  * XXX:
  *  - Data blocks and xattr blocks are not enumerated (their owners'
  *    code has no block walk yet), so a data block shared with metadata
@@ -511,6 +516,99 @@ static int check_orphans(struct fsck *fsck)
 	}
 	free(args.inos);
 	return ret;
+}
+
+/* ---- reclaiming the orphans a crashed client left ---- */
+
+static void reclaim_line(ngnfs_fsck_line_fn fn, void *arg, bool problem, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void reclaim_line(ngnfs_fsck_line_fn fn, void *arg, bool problem, const char *fmt, ...)
+{
+	char line[512];
+	va_list args;
+
+	if (!fn)
+		return;
+	va_start(args, fmt);
+	vsnprintf(line, sizeof(line), fmt, args);
+	va_end(args);
+	fn(arg, problem, line);
+}
+
+/* How many clients other than this mount each device has; -errno if one cannot say. */
+static int other_clients(struct ngnfs_fs *fs, ngnfs_fsck_line_fn fn, void *arg, uint64_t *others)
+{
+	struct ngnfs_statfs_device statfs;
+	uint16_t device;
+	int ret;
+
+	*others = 0;
+	for (device = 0; device < fs->device_count; device++) {
+		ret = ngnfs_statfs_device(fs, device, &statfs);
+		if (ret < 0)
+			return ret;
+		/* our own mount is one session on every device */
+		if (statfs.client_sessions > 1) {
+			reclaim_line(fn, arg, true, "device %u has %llu other client%s connected",
+				     device, (unsigned long long)(statfs.client_sessions - 1),
+				     statfs.client_sessions == 2 ? "" : "s");
+			*others += statfs.client_sessions - 1;
+		}
+	}
+	return 0;
+}
+
+int ngnfs_fsck_reclaim_orphans(struct ngnfs_fs *fs, bool force, ngnfs_fsck_line_fn fn, void *arg,
+			       uint64_t *reclaimed, uint64_t *left)
+{
+	struct orphan_args args = { .orphan_dir = fs->orphan_dir_ino };
+	uint64_t others;
+	size_t i;
+	int ret;
+
+	ngnfs_clear_error();
+	*reclaimed = 0;
+	*left = 0;
+	ret = other_clients(fs, fn, arg, &others);
+	if (ret < 0)
+		return ret;
+	if (others && !force)
+		return ngnfs_fail_quiet(-EBUSY,
+					"other clients are connected (%llu sessions), and an "
+					"orphan may be a file one of them still has open: stop "
+					"every gateway first",
+					(unsigned long long)others);
+	ret = ngnfs_txn_run(fs->cache, orphans_txn, &args);
+	if (ret < 0) {
+		free(args.inos);
+		return ngnfs_fail(ret, "reading the orphan directory %llu: %s",
+				  (unsigned long long)args.orphan_dir, strerror(-ret));
+	}
+	for (i = 0; i < args.count; i++) {
+		bool freed;
+
+		ret = ngnfs_namei_reclaim_orphan_ino(fs, args.inos[i], &freed);
+		if (ret < 0) {
+			ret = ngnfs_fail(ret, "reclaiming orphan inode %llu: %s",
+					 (unsigned long long)args.inos[i], strerror(-ret));
+			break;
+		}
+		if (freed) {
+			(*reclaimed)++;
+			reclaim_line(fn, arg, false, "orphan inode %llu freed",
+				     (unsigned long long)args.inos[i]);
+		} else {
+			/* named again, or not an unlinked inode: fsck says which */
+			(*left)++;
+			reclaim_line(fn, arg, true,
+				     "orphan directory entry %llu is not an unlinked inode: left "
+				     "alone (see fsck)",
+				     (unsigned long long)args.inos[i]);
+		}
+	}
+	free(args.inos);
+	return ret < 0 ? ret : 0;
 }
 
 int ngnfs_fsck(struct ngnfs_fs *fs, ngnfs_fsck_line_fn fn, void *arg,

@@ -63,6 +63,22 @@ int ngnfs_fsck(struct ngnfs_fs *fs, ngnfs_fsck_line_fn fn, void *arg,
 void ngnfs_fsck_report_free(struct ngnfs_fsck_report *report);
 
 /*
+ * Frees the orphans a client left when it stopped without closing them
+ * (a crash, a kill -9): inodes whose last name went while they were open,
+ * listed in the orphan directory.  The client's last close would have
+ * freed them; nothing else does, because another client may still have
+ * such a file open and an orphan records no owner.  So this runs only
+ * when no other client is connected to any device (STATFS counts them,
+ * this mount's own sessions excluded), else it returns -EBUSY naming the
+ * count; force skips that check (a gateway whose NFS clients still read an
+ * unlinked open file then gets -ESTALE for it).  One line per orphan
+ * through fn (problem true: an entry that is not an unlinked inode, left
+ * alone and counted in *left).  Returns 0 or a negative errno.
+ */
+int ngnfs_fsck_reclaim_orphans(struct ngnfs_fs *fs, bool force, ngnfs_fsck_line_fn fn, void *arg,
+			       uint64_t *reclaimed, uint64_t *left);
+
+/*
  * Online repair of the report's fixes, as the design brief asks: through
  * a client of its own (sessions of its own, so the servers revoke every
  * other holder's copy of a fixed block, this process's mount included),

@@ -71,7 +71,7 @@ _Static_assert(sizeof(struct ngnfs_msg_cmpxchg) == 16, "cmpxchg");
 _Static_assert(sizeof(struct ngnfs_msg_cmpxchg_reply) == 16, "cmpxchg_reply");
 _Static_assert(sizeof(struct ngnfs_msg_read_incoherent) == 8, "read_incoherent");
 _Static_assert(sizeof(struct ngnfs_msg_incoherent_block) == 24, "incoherent_block");
-_Static_assert(sizeof(struct ngnfs_msg_statfs_reply) == 32, "statfs_reply");
+_Static_assert(sizeof(struct ngnfs_msg_statfs_reply) == 40, "statfs_reply");
 _Static_assert(sizeof(struct ngnfs_msg_error) == 8, "error");
 /* every array element keeps the next one 8-byte aligned within the payload */
 _Static_assert(NGNFS_WRITE_BLOCK_STRIDE % 8 == 0, "write block stride");
@@ -898,6 +898,7 @@ static int decode_statfs_reply(const struct payload *payload, struct ngnfs_msg *
 	msg->statfs_reply.free_blocks = le64toh(reply.free_blocks);
 	msg->statfs_reply.reserved_blocks = le64toh(reply.reserved_blocks);
 	msg->statfs_reply.staged_sets = le64toh(reply.staged_sets);
+	msg->statfs_reply.client_sessions = le64toh(reply.client_sessions);
 	return 0;
 }
 
@@ -1453,14 +1454,14 @@ int ngnfs_encode_statfs(struct ngnfs_buffer *buffer, uint64_t request_id)
 }
 
 int ngnfs_encode_statfs_reply(struct ngnfs_buffer *buffer, uint64_t request_id, int status,
-			      uint64_t total_blocks, uint64_t free_blocks, uint64_t reserved_blocks,
-			      uint64_t staged_sets)
+			      const struct ngnfs_statfs_figures *figures)
 {
 	struct ngnfs_msg_statfs_reply reply = {
-		.total_blocks = htole64(total_blocks),
-		.free_blocks = htole64(free_blocks),
-		.reserved_blocks = htole64(reserved_blocks),
-		.staged_sets = htole64(staged_sets),
+		.total_blocks = htole64(figures->total_blocks),
+		.free_blocks = htole64(figures->free_blocks),
+		.reserved_blocks = htole64(figures->reserved_blocks),
+		.staged_sets = htole64(figures->staged_sets),
+		.client_sessions = htole64(figures->client_sessions),
 	};
 
 	if (!status_is_valid(status))

@@ -68,6 +68,15 @@ int ngnfs_msg_finish(struct ngnfs_buffer *buffer);
  */
 int ngnfs_msg_check_header(const void *header, size_t *frame_length, const char **why);
 
+/* What STATFS_REPLY carries (format-msg.h). */
+struct ngnfs_statfs_figures {
+	uint64_t total_blocks;
+	uint64_t free_blocks;
+	uint64_t reserved_blocks;
+	uint64_t staged_sets;
+	uint64_t client_sessions;
+};
+
 /* A decoded message.  Integers are in host order; arrays point into the frame. */
 struct ngnfs_msg {
 	enum ngnfs_msg_type type;
@@ -161,12 +170,7 @@ struct ngnfs_msg {
 			uint32_t count;
 			const uint8_t *blocks; /* count * NGNFS_INCOHERENT_BLOCK_STRIDE bytes */
 		} read_incoherent_reply;
-		struct {
-			uint64_t total_blocks;
-			uint64_t free_blocks;
-			uint64_t reserved_blocks;
-			uint64_t staged_sets;
-		} statfs_reply;
+		struct ngnfs_statfs_figures statfs_reply;
 		struct {
 			uint16_t text_length;
 			const char *text; /* not NUL terminated */
@@ -338,8 +342,7 @@ int ngnfs_encode_read_incoherent_reply(struct ngnfs_buffer *buffer, uint64_t req
 				       uint32_t count);
 int ngnfs_encode_statfs(struct ngnfs_buffer *buffer, uint64_t request_id);
 int ngnfs_encode_statfs_reply(struct ngnfs_buffer *buffer, uint64_t request_id, int status,
-			      uint64_t total_blocks, uint64_t free_blocks, uint64_t reserved_blocks,
-			      uint64_t staged_sets);
+			      const struct ngnfs_statfs_figures *figures);
 int ngnfs_encode_error(struct ngnfs_buffer *buffer, uint64_t request_id, int status,
 		       const char *text);
 

@@ -539,10 +539,16 @@ static int drop_inode(struct ngnfs_txn *txn, struct ngnfs_fs *fs, struct ngnfs_i
 	return ngnfs_inode_free(txn, inode);
 }
 
-/* Called at last close: free the inode if it is an orphan. */
+/*
+ * Called at last close: free the inode if it is an orphan.  The admin
+ * tool's reclaim (fsck.c) knows only the inode number from the orphan
+ * directory, so it takes any generation.
+ */
 struct reclaim_args {
 	struct ngnfs_fs *fs;
 	struct ngnfs_handle handle;
+	bool any_generation;
+	bool freed;
 };
 
 static int reclaim_txn(struct ngnfs_txn *txn, void *arg)
@@ -553,13 +559,14 @@ static int reclaim_txn(struct ngnfs_txn *txn, void *arg)
 	const void *data;
 	int ret;
 
+	args->freed = false;
 	ret = ngnfs_txn_read(txn, args->handle.ino, &data);
 	if (ret < 0)
 		return ret;
 	inode = (struct ngnfs_inode *)data;
 	if (le32toh(inode->header.magic) != NGNFS_MAGIC_INODE ||
-	    le64toh(inode->generation) != args->handle.generation || le32toh(inode->nlink) != 0 ||
-	    !(le32toh(inode->flags) & NGNFS_INODE_ORPHAN))
+	    (!args->any_generation && le64toh(inode->generation) != args->handle.generation) ||
+	    le32toh(inode->nlink) != 0 || !(le32toh(inode->flags) & NGNFS_INODE_ORPHAN))
 		return 0;
 	ret = ngnfs_inode_write(txn, args->handle.ino, "reclaim orphan", &inode);
 	if (ret < 0)
@@ -571,6 +578,7 @@ static int reclaim_txn(struct ngnfs_txn *txn, void *arg)
 	if (ret < 0 && ret != -ENOENT)
 		return ret;
 	orphans->data_root = htole64(tree.root);
+	args->freed = true;
 	return ngnfs_inode_free(txn, inode);
 }
 
@@ -579,6 +587,15 @@ int ngnfs_namei_reclaim_orphan(struct ngnfs_fs *fs, const struct ngnfs_handle *h
 	struct reclaim_args args = { .fs = fs, .handle = *handle };
 
 	return ngnfs_txn_run(fs->cache, reclaim_txn, &args);
+}
+
+int ngnfs_namei_reclaim_orphan_ino(struct ngnfs_fs *fs, uint64_t ino, bool *freed)
+{
+	struct reclaim_args args = { .fs = fs, .handle.ino = ino, .any_generation = true };
+	int ret = ngnfs_txn_run(fs->cache, reclaim_txn, &args);
+
+	*freed = ret == 0 && args.freed;
+	return ret;
 }
 
 /* ---- unlink and rmdir ---- */

@@ -278,6 +278,7 @@ struct ngnfs_statfs_device {
 	uint64_t free_blocks;	  /* never allocated or freed, reserved ones excluded */
 	uint64_t reserved_blocks; /* handed to clients by ALLOC, not yet written */
 	uint64_t staged_sets;	  /* multi-device sets staged here and not yet resolved */
+	uint64_t client_sessions; /* clients connected to the device, this mount included */
 };
 /* -EINVAL for a device the filesystem does not have. */
 int ngnfs_statfs_device(struct ngnfs_fs *fs, uint16_t device, struct ngnfs_statfs_device *statfs);

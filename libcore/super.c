@@ -390,6 +390,7 @@ int ngnfs_statfs_device(struct ngnfs_fs *fs, uint16_t device, struct ngnfs_statf
 	statfs->free_blocks = device_statfs.free_blocks;
 	statfs->reserved_blocks = device_statfs.reserved_blocks;
 	statfs->staged_sets = device_statfs.staged_sets;
+	statfs->client_sessions = device_statfs.client_sessions;
 	return 0;
 }
 

@@ -11,6 +11,10 @@
  *                                       --repair, fix wrong link and entry counts
  *                                       and "..", online (by CMPXCHG), and check
  *                                       again
+ *   ngnfs reclaim-orphans --devices DEVICES [--force]
+ *                                       free the open-unlinked files a crashed
+ *                                       gateway left, once no other client is
+ *                                       connected
  *
  * DEVICES is a manifest file (one host:port per line, device index order,
  * as blockd --peers) or a comma-separated list of host:port.  Each
@@ -45,6 +49,7 @@ struct options {
 	const char *path;
 	bool long_listing;
 	bool repair;
+	bool force;
 };
 
 static void usage_main(FILE *out)
@@ -56,6 +61,8 @@ static void usage_main(FILE *out)
 		     "  stat   show filesystem figures, or the attributes of PATH\n"
 		     "  ls     list the directory PATH (default /)\n"
 		     "  fsck   check the namespace; non-zero exit if problems are found\n"
+		     "  reclaim-orphans\n"
+		     "         free the unlinked-while-open files a crashed gateway left\n"
 		     "\n"
 		     "DEVICES: a manifest file (one host:port per line, device 0 first) or\n"
 		     "host:port,host:port,... in device index order.\n"
@@ -70,7 +77,8 @@ static const char *const command_help[][2] = {
 	{ "stat", "usage: ngnfs stat --devices DEVICES [PATH]\n"
 		  "Without PATH: block size, total and free blocks and inodes, devices,\n"
 		  "then one line per device: address, blocks, free, reserved by clients,\n"
-		  "multi-device sets staged and not yet resolved.\n"
+		  "multi-device sets staged and not yet resolved, clients connected\n"
+		  "(this command's own included).\n"
 		  "With PATH: inode number, generation, type, mode, links, size, times.\n" },
 	{ "ls", "usage: ngnfs ls --devices DEVICES [-l] [PATH]\n"
 		"Lists the entries of directory PATH (default /) in cookie order:\n"
@@ -86,6 +94,14 @@ static const char *const command_help[][2] = {
 		  "compare-and-exchange, so a change made meanwhile is never\n"
 		  "overwritten: such an inode is left alone and reported), and check\n"
 		  "again; the exit status is that of the second check.\n" },
+	{ "reclaim-orphans",
+	  "usage: ngnfs reclaim-orphans --devices DEVICES [--force]\n"
+	  "Frees the orphans (files unlinked while open) that a gateway left when\n"
+	  "it stopped without closing them, e.g. after a crash; fsck counts them.\n"
+	  "Refuses (exit 1) while any other client is connected to any device,\n"
+	  "because one of them may still have such a file open: stop every\n"
+	  "gateway first.  --force skips that check; an NFS client still reading\n"
+	  "an unlinked open file then gets a stale handle.\n" },
 };
 
 static int command_usage(const char *command, FILE *out)
@@ -241,7 +257,7 @@ static int print_devices(struct ngnfs_fs *fs, const struct ngnfs_manifest *manif
 			return 1;
 		}
 		printf("device %-5u %s: %llu blocks, %llu free (%.1f%%), %llu reserved, "
-		       "%llu sets staged\n",
+		       "%llu sets staged, %llu clients\n",
 		       device, manifest->addresses[device],
 		       (unsigned long long)device_statfs.total_blocks,
 		       (unsigned long long)device_statfs.free_blocks,
@@ -249,7 +265,8 @@ static int print_devices(struct ngnfs_fs *fs, const struct ngnfs_manifest *manif
 							(double)device_statfs.total_blocks
 						  : 0.0,
 		       (unsigned long long)device_statfs.reserved_blocks,
-		       (unsigned long long)device_statfs.staged_sets);
+		       (unsigned long long)device_statfs.staged_sets,
+		       (unsigned long long)device_statfs.client_sessions);
 	}
 	return 0;
 }
@@ -389,6 +406,29 @@ static int check_once(struct ngnfs_fs *fs, struct ngnfs_fsck_report *report)
  * copies of the fixed inodes after each fix, but a revocation may still
  * be on its way when the second check starts.
  */
+static void reclaim_output(void *arg, bool problem, const char *line)
+{
+	(void)arg;
+	printf("%s%s\n", problem ? "problem: " : "", line);
+}
+
+static int do_reclaim_orphans(struct ngnfs_fs *fs, const struct options *options)
+{
+	uint64_t reclaimed, left;
+	int ret;
+
+	ret =
+	    ngnfs_fsck_reclaim_orphans(fs, options->force, reclaim_output, NULL, &reclaimed, &left);
+	if (ret < 0) {
+		fprintf(stderr, "ngnfs reclaim-orphans: %s (%s)\n", ngnfs_last_error(),
+			strerror(-ret));
+		return 1;
+	}
+	printf("%llu orphans freed, %llu left\n", (unsigned long long)reclaimed,
+	       (unsigned long long)left);
+	return left ? 1 : 0;
+}
+
 static int do_fsck(struct ngnfs_fs *fs, const struct ngnfs_manifest *manifest,
 		   const struct options *options)
 {
@@ -429,9 +469,10 @@ int main(int argc, char **argv)
 {
 	static const struct option long_options[] = {
 		{ "devices", required_argument, NULL, 'd' },
+		{ "force", no_argument, NULL, 'f' }, /* reclaim-orphans */
 		{ "help", no_argument, NULL, 'h' },
 		{ "long", no_argument, NULL, 'l' },
-		{ "repair", no_argument, NULL, 'r' },
+		{ "repair", no_argument, NULL, 'r' }, /* fsck */
 		{ NULL, 0, NULL, 0 },
 	};
 	struct options options = { 0 };
@@ -459,6 +500,9 @@ int main(int argc, char **argv)
 		case 'r':
 			options.repair = true;
 			break;
+		case 'f':
+			options.force = true;
+			break;
 		default:
 			command_usage(command, stderr);
 			return 2;
@@ -467,13 +511,18 @@ int main(int argc, char **argv)
 	if (optind < argc)
 		options.path = argv[optind];
 	if (strcmp(command, "mkfs") && strcmp(command, "stat") && strcmp(command, "ls") &&
-	    strcmp(command, "fsck")) {
+	    strcmp(command, "fsck") && strcmp(command, "reclaim-orphans")) {
 		fprintf(stderr, "ngnfs: unknown command \"%s\"\n", command);
 		usage_main(stderr);
 		return 2;
 	}
 	if (options.repair && strcmp(command, "fsck")) {
 		fprintf(stderr, "ngnfs %s: --repair is an fsck option\n", command);
+		command_usage(command, stderr);
+		return 2;
+	}
+	if (options.force && strcmp(command, "reclaim-orphans")) {
+		fprintf(stderr, "ngnfs %s: --force is a reclaim-orphans option\n", command);
 		command_usage(command, stderr);
 		return 2;
 	}
@@ -497,6 +546,8 @@ int main(int argc, char **argv)
 			status = do_stat(fs, &manifest, &options);
 		else if (strcmp(command, "ls") == 0)
 			status = do_ls(fs, &options);
+		else if (strcmp(command, "reclaim-orphans") == 0)
+			status = do_reclaim_orphans(fs, &options);
 		else
 			status = do_fsck(fs, &manifest, &options);
 		ngnfs_unmount(fs);

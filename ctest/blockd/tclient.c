@@ -515,8 +515,7 @@ int tc_read_incoherent(struct tc *tc, uint64_t blkno, uint64_t *version, int *bl
 	return ret;
 }
 
-int tc_statfs(struct tc *tc, uint64_t *total, uint64_t *free_blocks, uint64_t *reserved,
-	      uint64_t *staged_sets)
+int tc_statfs_figures(struct tc *tc, struct ngnfs_statfs_figures *figures)
 {
 	struct ngnfs_buffer buffer;
 	struct tc_frame frame;
@@ -528,12 +527,23 @@ int tc_statfs(struct tc *tc, uint64_t *total, uint64_t *free_blocks, uint64_t *r
 	if (ret)
 		return ret;
 	ret = reply(tc, NGNFS_MSG_STATFS_REPLY, &frame);
-	if (ret == 0) {
-		*total = frame.msg.statfs_reply.total_blocks;
-		*free_blocks = frame.msg.statfs_reply.free_blocks;
-		*reserved = frame.msg.statfs_reply.reserved_blocks;
-		*staged_sets = frame.msg.statfs_reply.staged_sets;
-	}
+	if (ret == 0)
+		*figures = frame.msg.statfs_reply;
 	tc_frame_free(&frame);
+	return ret;
+}
+
+int tc_statfs(struct tc *tc, uint64_t *total, uint64_t *free_blocks, uint64_t *reserved,
+	      uint64_t *staged_sets)
+{
+	struct ngnfs_statfs_figures figures;
+	int ret = tc_statfs_figures(tc, &figures);
+
+	if (ret == 0) {
+		*total = figures.total_blocks;
+		*free_blocks = figures.free_blocks;
+		*reserved = figures.reserved_blocks;
+		*staged_sets = figures.staged_sets;
+	}
 	return ret;
 }

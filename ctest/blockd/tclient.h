@@ -79,5 +79,7 @@ int tc_read_incoherent(struct tc *tc, uint64_t blkno, uint64_t *version, int *bl
 		       uint8_t *data);
 int tc_statfs(struct tc *tc, uint64_t *total, uint64_t *free_blocks, uint64_t *reserved,
 	      uint64_t *staged_sets);
+/* Everything STATFS_REPLY says, the client session count included. */
+int tc_statfs_figures(struct tc *tc, struct ngnfs_statfs_figures *figures);
 
 #endif

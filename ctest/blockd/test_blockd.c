@@ -315,10 +315,27 @@ static void case_config_file_serves(void)
 		fail("cannot connect to %s", address);
 	EXPECT_STATUS(tc_hello(&tc, NULL, NGNFS_HELLO_FORMAT, NULL), 0);
 	{
-		uint64_t total, free_blocks, reserved, staged;
+		struct ngnfs_statfs_figures figures;
+		struct tc second;
 
-		EXPECT_STATUS(tc_statfs(&tc, &total, &free_blocks, &reserved, &staged), 0);
-		EXPECT_U64("total blocks from total_blocks = 1000", total, 1000);
+		EXPECT_STATUS(tc_statfs_figures(&tc, &figures), 0);
+		EXPECT_U64("total blocks from total_blocks = 1000", figures.total_blocks, 1000);
+		EXPECT_U64("client sessions with one client", figures.client_sessions, 1);
+		/* STATFS counts the clients connected (the admin tool's orphan reclaim) */
+		if (tc_connect(&second, address))
+			fail("cannot connect a second session to %s", address);
+		EXPECT_STATUS(tc_statfs_figures(&tc, &figures), 0);
+		EXPECT_U64("client sessions with a second connected before its HELLO",
+			   figures.client_sessions, 1);
+		EXPECT_STATUS(tc_hello(&second, NULL, NGNFS_HELLO_FORMAT, NULL), 0);
+		EXPECT_STATUS(tc_statfs_figures(&tc, &figures), 0);
+		EXPECT_U64("client sessions with two clients", figures.client_sessions, 2);
+		tc_close(&second);
+		for (int i = 0; i < 200 && figures.client_sessions != 1; i++) {
+			usleep(10000);
+			EXPECT_STATUS(tc_statfs_figures(&tc, &figures), 0);
+		}
+		EXPECT_U64("client sessions after the second closed", figures.client_sessions, 1);
 	}
 	tc_close(&tc);
 	kill(pid, SIGTERM);

@@ -125,6 +125,7 @@ void test_two_clients_see_each_other(void);
 void test_concurrent_renames_two_clients(void);
 void test_rename_subtree_race(void);
 void test_tool_commands(void);
+void test_orphans_reclaimed_after_crash(void);
 void test_full_device_overflows(void);
 void test_stopped_client_loses_grants(void);
 void test_evicted_inode_is_invalidated(void);

@@ -612,7 +612,8 @@ void test_tool_commands(void)
 			CHECK(strstr(text, line), "stat: expected a line starting \"%s\", got:\n%s",
 			      line, text);
 		}
-		CHECK(strstr(text, "0 sets staged"), "stat: expected staged sets, got:\n%s", text);
+		CHECK(strstr(text, "0 sets staged, 1 clients"),
+		      "stat: expected staged sets and the tool as the one client, got:\n%s", text);
 		free(text);
 	}
 	{
@@ -637,6 +638,116 @@ void test_tool_commands(void)
 		CHECK(strstr(text, ": 0 problems"), "fsck: expected 0 problems, got:\n%s", text);
 		free(text);
 	}
+	unlink(output);
+	stop_backend();
+}
+
+/* Blocks in use over all devices: neither free nor reserved by a client. */
+static uint64_t used_blocks(struct ngnfs_fs *fs)
+{
+	struct ngnfs_statfs_device statfs;
+	uint64_t used = 0;
+	uint16_t device;
+
+	for (device = 0; device < test_device_count(); device++) {
+		EXPECT_RET(ngnfs_statfs_device(fs, device, &statfs), 0);
+		used += statfs.total_blocks - statfs.free_blocks - statfs.reserved_blocks;
+	}
+	return used;
+}
+
+/*
+ * orphans_reclaimed_after_crash: a gateway that stops with a file still
+ * open after its last name went (an unmount without the close is what a
+ * crash leaves behind) leaves an orphan that nothing frees.  `ngnfs
+ * reclaim-orphans` refuses while any other client is connected (that
+ * client may still have the file open), frees the orphan once none is,
+ * giving its blocks back, and a second run finds nothing; fsck counts the
+ * orphan before and none after.
+ */
+void test_orphans_reclaimed_after_crash(void)
+{
+	const char *tool = getenv("NGNFS_TOOL");
+	const char *manifest;
+	char output[256], expected[128], *text, *data;
+	uint64_t used_before, used_orphaned, used_after;
+	struct ngnfs_handle root, file;
+	struct ngnfs_fs *fs;
+
+	CHECK(tool, "NGNFS_TOOL is not set (the ngnfs tool is not built)");
+	snprintf(output, sizeof(output), "/tmp/ngnfs-orphans-%d.out", (int)getpid());
+	start_backend_mkfs(2, "orphans");
+	manifest = test_manifest_path();
+	fs = mount_fs(NGNFS_MOUNT_STABLE);
+	root = root_of(fs);
+	used_before = used_blocks(fs);
+	data = malloc(4 * 4096);
+	CHECK(data, "out of memory");
+	memset(data, 0x5a, 4 * 4096);
+	file = make(fs, &root, "tape-index.db", S_IFREG | 0644);
+	EXPECT_RET(ngnfs_write(fs, &file, 0, data, 4 * 4096, NGNFS_WRITE_MOUNT), 4 * 4096);
+	free(data);
+	EXPECT_RET(ngnfs_open(fs, &file), 0);
+	EXPECT_RET(ngnfs_unlink(fs, &root, "tape-index.db"), 0);
+	used_orphaned = used_blocks(fs);
+	CHECK(used_orphaned >= used_before + 5,
+	      "an open unlinked file of 4 blocks: expected at least %llu blocks in use, got %llu",
+	      (unsigned long long)(used_before + 5), (unsigned long long)used_orphaned);
+	{
+		const char *argv[] = { tool, "reclaim-orphans", "--devices", manifest, NULL };
+
+		run_tool(argv, 1, output, &text);
+		CHECK(strstr(text, "device 0 has 1 other client connected") &&
+			  strstr(text, "stop every gateway first"),
+		      "reclaim-orphans beside a connected client: expected a refusal naming "
+		      "it, got:\n%s",
+		      text);
+		free(text);
+	}
+	EXPECT_RET(ngnfs_getattr(fs, &file, &(struct ngnfs_attr){ 0 }), 0);
+	ngnfs_unmount(fs); /* the crash: the file is never closed */
+	{
+		const char *argv[] = { tool, "fsck", "--devices", manifest, NULL };
+
+		run_tool(argv, 0, output, &text);
+		CHECK(strstr(text, "1 orphans: 0 problems"),
+		      "fsck after the crash: expected the orphan, got:\n%s", text);
+		free(text);
+	}
+	{
+		const char *argv[] = { tool, "reclaim-orphans", "--devices", manifest, NULL };
+
+		run_tool(argv, 0, output, &text);
+		snprintf(expected, sizeof(expected), "orphan inode %llu freed",
+			 (unsigned long long)file.ino);
+		CHECK(strstr(text, expected) && strstr(text, "1 orphans freed, 0 left"),
+		      "reclaim-orphans: expected \"%s\", got:\n%s", expected, text);
+		free(text);
+		run_tool(argv, 0, output, &text);
+		CHECK(strstr(text, "0 orphans freed, 0 left"),
+		      "second reclaim-orphans: expected nothing to do, got:\n%s", text);
+		free(text);
+	}
+	{
+		const char *argv[] = { tool, "fsck", "--devices", manifest, NULL };
+
+		run_tool(argv, 0, output, &text);
+		CHECK(strstr(text, " 0 orphans: 0 problems"),
+		      "fsck after the reclaim: expected no orphan, got:\n%s", text);
+		free(text);
+	}
+	fs = mount_fs(NGNFS_MOUNT_STABLE);
+	used_after = used_blocks(fs);
+	TEST_LOG("blocks in use: %llu before the file, %llu with the orphan, %llu after the "
+		 "reclaim",
+		 (unsigned long long)used_before, (unsigned long long)used_orphaned,
+		 (unsigned long long)used_after);
+	CHECK(used_after == used_before,
+	      "after the reclaim expected the %llu blocks in use before the file, got %llu",
+	      (unsigned long long)used_before, (unsigned long long)used_after);
+	EXPECT_RET(ngnfs_getattr(fs, &file, &(struct ngnfs_attr){ 0 }), -ESTALE);
+	check_fsck_clean(fs);
+	ngnfs_unmount(fs);
 	unlink(output);
 	stop_backend();
 }

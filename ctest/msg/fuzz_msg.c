@@ -139,10 +139,8 @@ static int reencode(struct ngnfs_buffer *out, const struct ngnfs_msg *msg)
 	case NGNFS_MSG_STATFS:
 		return ngnfs_encode_statfs(out, msg->request_id);
 	case NGNFS_MSG_STATFS_REPLY:
-		return ngnfs_encode_statfs_reply(
-		    out, msg->request_id, msg->status, msg->statfs_reply.total_blocks,
-		    msg->statfs_reply.free_blocks, msg->statfs_reply.reserved_blocks,
-		    msg->statfs_reply.staged_sets);
+		return ngnfs_encode_statfs_reply(out, msg->request_id, msg->status,
+						 &msg->statfs_reply);
 	case NGNFS_MSG_ERROR:
 		if (msg->error.text_length > NGNFS_MSG_MAX_TEXT)
 			mismatch("error text over the maximum", msg);

@@ -582,14 +582,22 @@ static void test_statfs_and_error_round_trip(void **state)
 
 	(void)state;
 	ngnfs_buffer_init(&buffer);
-	assert_int_equal(
-	    ngnfs_encode_statfs_reply(&buffer, 14, 0, 1ULL << 40, 12345, 678, UINT64_MAX), 0);
+	assert_int_equal(ngnfs_encode_statfs_reply(&buffer, 14, 0,
+						   &(struct ngnfs_statfs_figures){
+						       .total_blocks = 1ULL << 40,
+						       .free_blocks = 12345,
+						       .reserved_blocks = 678,
+						       .staged_sets = UINT64_MAX,
+						       .client_sessions = 3,
+						   }),
+			 0);
 	receive_one(&buffer, NGNFS_MSG_STATFS_REPLY, &msg, &frame);
 	assert_int_equal(msg.request_id, 14);
 	assert_int_equal(msg.statfs_reply.total_blocks, 1ULL << 40);
 	assert_int_equal(msg.statfs_reply.free_blocks, 12345);
 	assert_int_equal(msg.statfs_reply.reserved_blocks, 678);
 	assert_int_equal(msg.statfs_reply.staged_sets, UINT64_MAX);
+	assert_int_equal(msg.statfs_reply.client_sessions, 3);
 	free(frame);
 
 	ngnfs_buffer_reset(&buffer);
@@ -1399,7 +1407,8 @@ static void bad_incoherent_reply_count_short(struct ngnfs_buffer *b, size_t *len
 
 static void bad_statfs_reply_short(struct ngnfs_buffer *b, size_t *length)
 {
-	assert_int_equal(ngnfs_encode_statfs_reply(b, 1, 0, 1, 2, 3, 4), 0);
+	assert_int_equal(
+	    ngnfs_encode_statfs_reply(b, 1, 0, &(struct ngnfs_statfs_figures){ 1, 2, 3, 4, 5 }), 0);
 	put_le32(b->data + HEADER_FIELD(payload_length), sizeof(struct ngnfs_msg_statfs_reply) - 8);
 	b->length -= 8;
 	refresh_crc(b->data, b->length);
@@ -1657,7 +1666,8 @@ static void encode_example(struct ngnfs_buffer *b, unsigned int type)
 		ret = ngnfs_encode_statfs(b, 1);
 		break;
 	case NGNFS_MSG_STATFS_REPLY:
-		ret = ngnfs_encode_statfs_reply(b, 1, 0, 1, 2, 3, 4);
+		ret = ngnfs_encode_statfs_reply(b, 1, 0,
+						&(struct ngnfs_statfs_figures){ 1, 2, 3, 4, 5 });
 		break;
 	case NGNFS_MSG_ERROR:
 		ret = ngnfs_encode_error(b, 1, -EIO, "example");
