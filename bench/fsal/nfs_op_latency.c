@@ -39,9 +39,13 @@ static double now_seconds(void)
 	return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
 }
 
-static int fail(struct nfs_context *nfs, const char *what, const char *path)
+/* Says what failed, then gives the libnfs context (and the URL) back. */
+static int fail(struct nfs_context *nfs, struct nfs_url *url, const char *what, const char *path)
 {
 	fprintf(stderr, "nfs_op_latency: %s %s: %s\n", what, path, nfs_get_error(nfs));
+	if (url)
+		nfs_destroy_url(url);
+	nfs_destroy_context(nfs);
 	return 1;
 }
 
@@ -71,12 +75,12 @@ int main(int argc, char **argv)
 	}
 	url = nfs_parse_url_dir(nfs, argv[1]);
 	if (!url)
-		return fail(nfs, "parse", argv[1]);
+		return fail(nfs, url, "parse", argv[1]);
 	if (nfs_mount(nfs, url->server, url->path) < 0)
-		return fail(nfs, "mount", argv[1]);
+		return fail(nfs, url, "mount", argv[1]);
 	snprintf(dir, sizeof(dir), "/nfs-op-latency-%d", (int)getpid());
 	if (nfs_mkdir(nfs, dir) < 0)
-		return fail(nfs, "mkdir", dir);
+		return fail(nfs, url, "mkdir", dir);
 
 	start = now_seconds();
 	for (i = 0; i < count; i++) {
@@ -86,15 +90,15 @@ int main(int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/file%u", dir, i);
 		before = now_seconds();
 		if (nfs_open2(nfs, path, O_CREAT | O_WRONLY, 0644, &file) < 0)
-			return fail(nfs, "create", path);
+			return fail(nfs, url, "create", path);
 		open_seconds += now_seconds() - before;
 		before = now_seconds();
 		if (nfs_write(nfs, file, sizeof(content), content) != (int)sizeof(content))
-			return fail(nfs, "write", path);
+			return fail(nfs, url, "write", path);
 		write_seconds += now_seconds() - before;
 		before = now_seconds();
 		if (nfs_close(nfs, file) < 0)
-			return fail(nfs, "close", path);
+			return fail(nfs, url, "close", path);
 		close_seconds += now_seconds() - before;
 	}
 	seconds = now_seconds() - start;
@@ -108,7 +112,7 @@ int main(int argc, char **argv)
 		snprintf(path, sizeof(path), "%s/file%u", dir, i);
 		snprintf(new_path, sizeof(new_path), "%s/renamed%u", dir, i);
 		if (nfs_rename(nfs, path, new_path) < 0)
-			return fail(nfs, "rename", path);
+			return fail(nfs, url, "rename", path);
 	}
 	seconds = now_seconds() - start;
 	print_mean("rename", seconds, count);
@@ -117,13 +121,13 @@ int main(int argc, char **argv)
 	for (i = 0; i < count; i++) {
 		snprintf(new_path, sizeof(new_path), "%s/renamed%u", dir, i);
 		if (nfs_unlink(nfs, new_path) < 0)
-			return fail(nfs, "unlink", new_path);
+			return fail(nfs, url, "unlink", new_path);
 	}
 	seconds = now_seconds() - start;
 	print_mean("unlink", seconds, count);
 
 	if (nfs_rmdir(nfs, dir) < 0)
-		return fail(nfs, "rmdir", dir);
+		return fail(nfs, url, "rmdir", dir);
 	nfs_destroy_url(url);
 	nfs_destroy_context(nfs);
 	return 0;
