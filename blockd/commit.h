@@ -69,7 +69,7 @@ struct committer {
 	bool stopping;
 	bool running;
 	uint64_t pending; /* queued but not yet completed; event loop only */
-	/* counters for the log and the benchmark */
+	/* counters for the log and STATFS (under lock: the thread adds to them) */
 	uint64_t batches;
 	uint64_t ops;
 };

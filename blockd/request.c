@@ -938,6 +938,11 @@ static void handle_statfs(struct session *session, const struct ngnfs_msg *msg)
 	};
 	struct ngnfs_buffer buffer;
 
+	/* the commit thread counts them under its lock */
+	pthread_mutex_lock(&server->committer.lock);
+	figures.group_commits = server->committer.batches;
+	figures.commit_requests = server->committer.ops;
+	pthread_mutex_unlock(&server->committer.lock);
 	ngnfs_buffer_init(&buffer);
 	ngnfs_encode_statfs_reply(&buffer, msg->request_id, 0, &figures);
 	session_send(session, &buffer);

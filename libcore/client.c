@@ -2542,6 +2542,8 @@ static void statfs_copy(struct simple_call *call, const struct ngnfs_msg *msg)
 	statfs->reserved_blocks = msg->statfs_reply.reserved_blocks;
 	statfs->staged_sets = msg->statfs_reply.staged_sets;
 	statfs->client_sessions = msg->statfs_reply.client_sessions;
+	statfs->group_commits = msg->statfs_reply.group_commits;
+	statfs->commit_requests = msg->statfs_reply.commit_requests;
 }
 
 int ngnfs_client_statfs_sync(struct ngnfs_client *client, uint16_t device,

@@ -156,6 +156,8 @@ struct ngnfs_device_statfs {
 	uint64_t reserved_blocks;
 	uint64_t staged_sets;
 	uint64_t client_sessions; /* this client's own session included */
+	uint64_t group_commits;	  /* since the server started */
+	uint64_t commit_requests; /* what those group commits carried */
 };
 int ngnfs_client_statfs_sync(struct ngnfs_client *client, uint16_t device,
 			     struct ngnfs_device_statfs *statfs);

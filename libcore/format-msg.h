@@ -27,8 +27,9 @@
  *  1: initial protocol.
  *  2: WRITE SINGLE carries frame_index and frame_count (a one-device set
  *     of up to 16 frames is one held write).
- *  3: STATFS_REPLY says how many client sessions the server has, so that
- *     an admin tool can tell whether any other client is connected.
+ *  3: STATFS_REPLY says how many client sessions the server has (so that
+ *     an admin tool can tell whether any other client is connected) and
+ *     how many group commits it made since it started.
  */
 
 #include <stdint.h>
@@ -401,9 +402,10 @@ struct ngnfs_msg_incoherent_block {
 };
 
 /*
- * STATFS_REPLY: counts in blocks of this device, and client_sessions:
- * the sessions past HELLO that are clients (not NGNFS_HELLO_PEER), the
- * asking one included.
+ * STATFS_REPLY: counts in blocks of this device; client_sessions, the
+ * sessions past HELLO that are clients (not NGNFS_HELLO_PEER), the asking
+ * one included; and since this server process started, group_commits
+ * (synced RocksDB write batches) and the commit_requests they carried.
  */
 struct ngnfs_msg_statfs_reply {
 	__le64 total_blocks;
@@ -411,6 +413,8 @@ struct ngnfs_msg_statfs_reply {
 	__le64 reserved_blocks;
 	__le64 staged_sets;
 	__le64 client_sessions;
+	__le64 group_commits;
+	__le64 commit_requests;
 };
 
 /* ERROR: header status says why; text is a NUL-free human explanation. */

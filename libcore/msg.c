@@ -71,7 +71,7 @@ _Static_assert(sizeof(struct ngnfs_msg_cmpxchg) == 16, "cmpxchg");
 _Static_assert(sizeof(struct ngnfs_msg_cmpxchg_reply) == 16, "cmpxchg_reply");
 _Static_assert(sizeof(struct ngnfs_msg_read_incoherent) == 8, "read_incoherent");
 _Static_assert(sizeof(struct ngnfs_msg_incoherent_block) == 24, "incoherent_block");
-_Static_assert(sizeof(struct ngnfs_msg_statfs_reply) == 40, "statfs_reply");
+_Static_assert(sizeof(struct ngnfs_msg_statfs_reply) == 56, "statfs_reply");
 _Static_assert(sizeof(struct ngnfs_msg_error) == 8, "error");
 /* every array element keeps the next one 8-byte aligned within the payload */
 _Static_assert(NGNFS_WRITE_BLOCK_STRIDE % 8 == 0, "write block stride");
@@ -899,6 +899,8 @@ static int decode_statfs_reply(const struct payload *payload, struct ngnfs_msg *
 	msg->statfs_reply.reserved_blocks = le64toh(reply.reserved_blocks);
 	msg->statfs_reply.staged_sets = le64toh(reply.staged_sets);
 	msg->statfs_reply.client_sessions = le64toh(reply.client_sessions);
+	msg->statfs_reply.group_commits = le64toh(reply.group_commits);
+	msg->statfs_reply.commit_requests = le64toh(reply.commit_requests);
 	return 0;
 }
 
@@ -1462,6 +1464,8 @@ int ngnfs_encode_statfs_reply(struct ngnfs_buffer *buffer, uint64_t request_id, 
 		.reserved_blocks = htole64(figures->reserved_blocks),
 		.staged_sets = htole64(figures->staged_sets),
 		.client_sessions = htole64(figures->client_sessions),
+		.group_commits = htole64(figures->group_commits),
+		.commit_requests = htole64(figures->commit_requests),
 	};
 
 	if (!status_is_valid(status))

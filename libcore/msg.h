@@ -75,6 +75,8 @@ struct ngnfs_statfs_figures {
 	uint64_t reserved_blocks;
 	uint64_t staged_sets;
 	uint64_t client_sessions;
+	uint64_t group_commits;
+	uint64_t commit_requests;
 };
 
 /* A decoded message.  Integers are in host order; arrays point into the frame. */

@@ -279,6 +279,9 @@ struct ngnfs_statfs_device {
 	uint64_t reserved_blocks; /* handed to clients by ALLOC, not yet written */
 	uint64_t staged_sets;	  /* multi-device sets staged here and not yet resolved */
 	uint64_t client_sessions; /* clients connected to the device, this mount included */
+	/* since the device's blockd started: synced write batches, and the requests in them */
+	uint64_t group_commits;
+	uint64_t commit_requests;
 };
 /* -EINVAL for a device the filesystem does not have. */
 int ngnfs_statfs_device(struct ngnfs_fs *fs, uint16_t device, struct ngnfs_statfs_device *statfs);

@@ -391,6 +391,8 @@ int ngnfs_statfs_device(struct ngnfs_fs *fs, uint16_t device, struct ngnfs_statf
 	statfs->reserved_blocks = device_statfs.reserved_blocks;
 	statfs->staged_sets = device_statfs.staged_sets;
 	statfs->client_sessions = device_statfs.client_sessions;
+	statfs->group_commits = device_statfs.group_commits;
+	statfs->commit_requests = device_statfs.commit_requests;
 	return 0;
 }
 

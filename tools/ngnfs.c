@@ -78,7 +78,9 @@ static const char *const command_help[][2] = {
 		  "Without PATH: block size, total and free blocks and inodes, devices,\n"
 		  "then one line per device: address, blocks, free, reserved by clients,\n"
 		  "multi-device sets staged and not yet resolved, clients connected\n"
-		  "(this command's own included).\n"
+		  "(this command's own included), and the group commits (synced write\n"
+		  "batches) the device's blockd made since it started, with the requests\n"
+		  "they carried.\n"
 		  "With PATH: inode number, generation, type, mode, links, size, times.\n" },
 	{ "ls", "usage: ngnfs ls --devices DEVICES [-l] [PATH]\n"
 		"Lists the entries of directory PATH (default /) in cookie order:\n"
@@ -257,7 +259,8 @@ static int print_devices(struct ngnfs_fs *fs, const struct ngnfs_manifest *manif
 			return 1;
 		}
 		printf("device %-5u %s: %llu blocks, %llu free (%.1f%%), %llu reserved, "
-		       "%llu sets staged, %llu clients\n",
+		       "%llu sets staged, %llu clients; %llu group commits of %llu requests "
+		       "since start\n",
 		       device, manifest->addresses[device],
 		       (unsigned long long)device_statfs.total_blocks,
 		       (unsigned long long)device_statfs.free_blocks,
@@ -266,7 +269,9 @@ static int print_devices(struct ngnfs_fs *fs, const struct ngnfs_manifest *manif
 						  : 0.0,
 		       (unsigned long long)device_statfs.reserved_blocks,
 		       (unsigned long long)device_statfs.staged_sets,
-		       (unsigned long long)device_statfs.client_sessions);
+		       (unsigned long long)device_statfs.client_sessions,
+		       (unsigned long long)device_statfs.group_commits,
+		       (unsigned long long)device_statfs.commit_requests);
 	}
 	return 0;
 }

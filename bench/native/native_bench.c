@@ -35,12 +35,9 @@
  *            not cached, frozen in a write in flight, or an empty
  *            allocation pool; each is a wait
  *   syncs    RocksDB synced write batches, i.e. blockd group commits,
- *            summed over the devices.  blockd has no live counter: it logs
- *            "stopped after N group commits of M requests" when it stops on
- *            SIGTERM.  So a phase whose syncs are counted (the "stable
- *            group commit" table) runs between a SIGTERM+restart of every
- *            device and another SIGTERM, and a baseline cycle (mount,
- *            unmount, nothing else) is subtracted.
+ *            summed over the devices: the difference of the counters
+ *            STATFS reports (ngnfs_statfs_device) before and after the
+ *            phase (the "stable group commit" table).
  *
  * The "stable group commit" table then runs stable creates with 1, 4 and
  * 16 threads (all in one directory, and each thread in its own) and
@@ -54,16 +51,12 @@
  * XXX:
  *  - Loopback, one 2-core VM: client, blockd and RocksDB share the CPUs,
  *    so thread scaling is bounded by the machine, not only by libcore.
- *  - The sync count needs blockd restarts; a live counter (STATFS field or
- *    a SIGUSR1 log line) in blockd would make it cheaper and exact per
- *    phase.
  */
 
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -557,116 +550,71 @@ static void run_mount(unsigned int devices, const char *const *addresses,
 	ngnfs_unmount(fs);
 }
 
-/* ---- blockd group commits, from its "stopped after" log lines ---- */
+/* ---- blockd group commits, from STATFS ---- */
 
-static uint64_t last_commit_count(const char *log_path)
+/* Group commits (synced RocksDB batches) of every device since it started. */
+static uint64_t commits_now(struct ngnfs_fs *fs, unsigned int devices)
 {
-	const char *marker = "stopped after ";
-	char *text = ngnfs_test_read_file(log_path, NULL);
-	char *found = NULL, *at;
-	uint64_t commits = 0;
-
-	if (!text) {
-		fprintf(stderr, "native_bench: cannot read blockd log %s\n", log_path);
-		exit(1);
-	}
-	for (at = text; (at = strstr(at, marker)); at += strlen(marker))
-		found = at;
-	if (!found || sscanf(found + strlen(marker), "%llu", (unsigned long long *)&commits) != 1) {
-		fprintf(stderr, "native_bench: no \"stopped after N group commits\" line in %s\n",
-			log_path);
-		exit(1);
-	}
-	free(text);
-	return commits;
-}
-
-static void stop_all(struct ngnfs_test_cluster *cluster)
-{
-	unsigned int device;
-	int ret;
-
-	for (device = 0; device < ngnfs_test_cluster_device_count(cluster); device++) {
-		ret = ngnfs_test_cluster_kill(cluster, device, SIGTERM);
-		if (ret < 0)
-			die("stop blockd", ret);
-	}
-}
-
-static void restart_all(struct ngnfs_test_cluster *cluster)
-{
-	unsigned int device;
-	int ret;
-
-	for (device = 0; device < ngnfs_test_cluster_device_count(cluster); device++) {
-		ret = ngnfs_test_cluster_restart(cluster, device);
-		if (ret < 0)
-			die("restart blockd", ret);
-	}
-}
-
-static uint64_t commits_total(struct ngnfs_test_cluster *cluster)
-{
+	struct ngnfs_statfs_device statfs;
 	uint64_t total = 0;
 	unsigned int device;
+	int ret;
 
-	for (device = 0; device < ngnfs_test_cluster_device_count(cluster); device++)
-		total += last_commit_count(ngnfs_test_cluster_log_path(cluster, device));
+	for (device = 0; device < devices; device++) {
+		ret = ngnfs_statfs_device(fs, (uint16_t)device, &statfs);
+		if (ret < 0)
+			die("statfs", ret);
+		total += statfs.group_commits;
+	}
 	return total;
 }
 
 /*
- * Restart every device, mount stable, run threads x count creates (unless
- * count is 0: the baseline), unmount, stop every device; returns the
- * group commits counted, the rate in *rate and the WRITE round trips in
- * *writes.
+ * Mount stable, run threads x count creates, unmount; returns the group
+ * commits the creates made (blockd's counters before and after them), the
+ * rate in *rate and the WRITE round trips in *writes.
  */
 static uint64_t counted_cycle(struct ngnfs_test_cluster *cluster, unsigned int threads,
 			      unsigned int count, bool own_dirs, const char *tag, double *rate,
 			      uint64_t *writes)
 {
+	unsigned int devices = ngnfs_test_cluster_device_count(cluster);
 	struct ngnfs_mount_options options = {
 		.device_addresses = ngnfs_test_cluster_addresses(cluster),
-		.device_count = (uint16_t)ngnfs_test_cluster_device_count(cluster),
+		.device_count = (uint16_t)devices,
 		.durability = NGNFS_MOUNT_STABLE,
 	};
 	struct ngnfs_handle root, top;
+	uint64_t before, after;
 	struct ngnfs_fs *fs;
 	double seconds;
 	int ret;
 
-	set_phase(count ? tag : "commit-baseline");
-	restart_all(cluster);
+	set_phase(tag);
 	ret = ngnfs_mount(&options, &fs);
 	if (ret < 0)
 		die("mount", ret);
-	*writes = 0;
-	*rate = 0;
-	if (count) {
-		ret = ngnfs_root(fs, &root);
-		if (ret < 0)
-			die("root", ret);
-		top = make_dir(fs, &root, tag);
-		seconds = run_creates(fs, &top, tag, threads, count, own_dirs, writes);
-		*rate = (double)(threads * count) / seconds;
-	}
+	ret = ngnfs_root(fs, &root);
+	if (ret < 0)
+		die("root", ret);
+	top = make_dir(fs, &root, tag);
+	before = commits_now(fs, devices);
+	seconds = run_creates(fs, &top, tag, threads, count, own_dirs, writes);
+	after = commits_now(fs, devices);
+	*rate = (double)(threads * count) / seconds;
 	ngnfs_unmount(fs);
-	stop_all(cluster);
-	return commits_total(cluster);
+	return after - before;
 }
 
 static void run_commit_table(struct ngnfs_test_cluster *cluster, unsigned int devices)
 {
 	static const unsigned int thread_counts[] = { 1, 4, 16 };
-	uint64_t baseline, commits, writes;
+	uint64_t commits, writes;
 	unsigned int t, creates;
 	char tag[32];
 	double rate;
 
-	stop_all(cluster);
-	baseline = counted_cycle(cluster, 0, 0, false, "", &rate, &writes);
-	printf("\nstable group commit, %u device(s): baseline mount+unmount = %llu RocksDB syncs\n",
-	       devices, (unsigned long long)baseline);
+	printf("\nstable group commit, %u device(s)\n", devices);
 	printf("%-4s %-8s %-9s %8s %10s %12s %12s\n", "devs", "threads", "dirs", "creates",
 	       "creates/s", "syncs/k", "writes/k");
 	for (t = 0; t < sizeof(thread_counts) / sizeof(thread_counts[0]); t++) {
@@ -680,7 +628,6 @@ static void run_commit_table(struct ngnfs_test_cluster *cluster, unsigned int de
 			commits =
 			    counted_cycle(cluster, threads, per_thread, own, tag, &rate, &writes);
 			creates = threads * per_thread;
-			commits = commits > baseline ? commits - baseline : 0;
 			printf("%-4u %-8u %-9s %8u %10.0f %12.1f %12.1f\n", devices, threads,
 			       own ? "own" : "one", creates, rate,
 			       (double)commits * 1000.0 / creates,
@@ -688,7 +635,6 @@ static void run_commit_table(struct ngnfs_test_cluster *cluster, unsigned int de
 			fflush(stdout);
 		}
 	}
-	restart_all(cluster);
 }
 
 static void usage(void)

@@ -599,6 +599,25 @@ void test_tool_commands(void)
 		      (unsigned long long)device_statfs[device].staged_sets);
 	}
 	EXPECT_RET(ngnfs_statfs_device(fs, 2, &missing_device), -EINVAL);
+	{
+		/* a stable create is durable when it returns: some device synced for it */
+		uint64_t commits_before = 0, commits_after = 0, requests_after = 0;
+		struct ngnfs_statfs_device now;
+
+		for (device = 0; device < 2; device++)
+			commits_before += device_statfs[device].group_commits;
+		make(fs, &dir, "tape-0002.dat", S_IFREG | 0644);
+		for (device = 0; device < 2; device++) {
+			EXPECT_RET(ngnfs_statfs_device(fs, device, &now), 0);
+			commits_after += now.group_commits;
+			requests_after += now.commit_requests;
+		}
+		CHECK(commits_after > commits_before && requests_after >= commits_after,
+		      "a stable create: expected more group commits than %llu and at least as "
+		      "many requests, got %llu commits of %llu requests",
+		      (unsigned long long)commits_before, (unsigned long long)commits_after,
+		      (unsigned long long)requests_after);
+	}
 	ngnfs_unmount(fs);
 	{
 		const char *argv[] = { tool, "stat", "--devices", manifest, NULL };

@@ -118,8 +118,8 @@ int main(int argc, char **argv)
 	     ngnfs_encode_read_incoherent_reply(&b, 11, 0, blknos, versions, statuses, datas, 3));
 	save(dir, "statfs", &b, ngnfs_encode_statfs(&b, 12));
 	save(dir, "statfs-reply", &b,
-	     ngnfs_encode_statfs_reply(&b, 12, 0,
-				       &(struct ngnfs_statfs_figures){ 1000, 900, 10, 2, 1 }));
+	     ngnfs_encode_statfs_reply(
+		 &b, 12, 0, &(struct ngnfs_statfs_figures){ 1000, 900, 10, 2, 1, 40, 90 }));
 	save(dir, "error", &b, ngnfs_encode_error(&b, 13, -EPROTO, "unknown message type"));
 
 	ngnfs_buffer_free(&b);

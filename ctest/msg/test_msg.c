@@ -589,6 +589,8 @@ static void test_statfs_and_error_round_trip(void **state)
 						       .reserved_blocks = 678,
 						       .staged_sets = UINT64_MAX,
 						       .client_sessions = 3,
+						       .group_commits = 1ULL << 33,
+						       .commit_requests = (1ULL << 33) + 7,
 						   }),
 			 0);
 	receive_one(&buffer, NGNFS_MSG_STATFS_REPLY, &msg, &frame);
@@ -598,6 +600,8 @@ static void test_statfs_and_error_round_trip(void **state)
 	assert_int_equal(msg.statfs_reply.reserved_blocks, 678);
 	assert_int_equal(msg.statfs_reply.staged_sets, UINT64_MAX);
 	assert_int_equal(msg.statfs_reply.client_sessions, 3);
+	assert_int_equal(msg.statfs_reply.group_commits, 1ULL << 33);
+	assert_int_equal(msg.statfs_reply.commit_requests, (1ULL << 33) + 7);
 	free(frame);
 
 	ngnfs_buffer_reset(&buffer);
@@ -1407,8 +1411,9 @@ static void bad_incoherent_reply_count_short(struct ngnfs_buffer *b, size_t *len
 
 static void bad_statfs_reply_short(struct ngnfs_buffer *b, size_t *length)
 {
-	assert_int_equal(
-	    ngnfs_encode_statfs_reply(b, 1, 0, &(struct ngnfs_statfs_figures){ 1, 2, 3, 4, 5 }), 0);
+	assert_int_equal(ngnfs_encode_statfs_reply(
+			     b, 1, 0, &(struct ngnfs_statfs_figures){ 1, 2, 3, 4, 5, 6, 7 }),
+			 0);
 	put_le32(b->data + HEADER_FIELD(payload_length), sizeof(struct ngnfs_msg_statfs_reply) - 8);
 	b->length -= 8;
 	refresh_crc(b->data, b->length);
@@ -1666,8 +1671,8 @@ static void encode_example(struct ngnfs_buffer *b, unsigned int type)
 		ret = ngnfs_encode_statfs(b, 1);
 		break;
 	case NGNFS_MSG_STATFS_REPLY:
-		ret = ngnfs_encode_statfs_reply(b, 1, 0,
-						&(struct ngnfs_statfs_figures){ 1, 2, 3, 4, 5 });
+		ret = ngnfs_encode_statfs_reply(
+		    b, 1, 0, &(struct ngnfs_statfs_figures){ 1, 2, 3, 4, 5, 6, 7 });
 		break;
 	case NGNFS_MSG_ERROR:
 		ret = ngnfs_encode_error(b, 1, -EIO, "example");
