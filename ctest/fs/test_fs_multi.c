@@ -544,6 +544,19 @@ static void run_tool(const char *const *argv, int expected_status, const char *o
 	      WIFEXITED(status) ? WEXITSTATUS(status) : -1, *text);
 }
 
+/* run_tool, then check that the output holds both needles (the second may be NULL). */
+static void run_tool_expect(const char *const *argv, int expected_status, const char *output,
+			    const char *needle, const char *also, const char *what)
+{
+	char *text;
+
+	run_tool(argv, expected_status, output, &text);
+	CHECK(strstr(text, needle) && (!also || strstr(text, also)),
+	      "%s: expected \"%s\"%s%s%s, got:\n%s", what, needle, also ? " and \"" : "",
+	      also ? also : "", also ? "\"" : "", text);
+	free(text);
+}
+
 /*
  * tool_commands: ngnfs mkfs formats the devices (and refuses to format
  * them again), ngnfs ls lists what a client created, ngnfs stat shows a
@@ -688,7 +701,7 @@ void test_orphans_reclaimed_after_crash(void)
 {
 	const char *tool = getenv("NGNFS_TOOL");
 	const char *manifest;
-	char output[256], expected[128], *text, *data;
+	char output[256], expected[128], *data;
 	uint64_t used_before, used_orphaned, used_after;
 	struct ngnfs_handle root, file;
 	struct ngnfs_fs *fs;
@@ -715,45 +728,26 @@ void test_orphans_reclaimed_after_crash(void)
 	{
 		const char *argv[] = { tool, "reclaim-orphans", "--devices", manifest, NULL };
 
-		run_tool(argv, 1, output, &text);
-		CHECK(strstr(text, "device 0 has 1 other client connected") &&
-			  strstr(text, "stop every gateway first"),
-		      "reclaim-orphans beside a connected client: expected a refusal naming "
-		      "it, got:\n%s",
-		      text);
-		free(text);
+		/* the client that has the file open is connected: refused */
+		run_tool_expect(argv, 1, output, "device 0 has 1 other client connected",
+				"stop every gateway first", "reclaim-orphans beside a client");
 	}
 	EXPECT_RET(ngnfs_getattr(fs, &file, &(struct ngnfs_attr){ 0 }), 0);
 	ngnfs_unmount(fs); /* the crash: the file is never closed */
 	{
-		const char *argv[] = { tool, "fsck", "--devices", manifest, NULL };
+		const char *fsck[] = { tool, "fsck", "--devices", manifest, NULL };
+		const char *reclaim[] = { tool, "reclaim-orphans", "--devices", manifest, NULL };
 
-		run_tool(argv, 0, output, &text);
-		CHECK(strstr(text, "1 orphans: 0 problems"),
-		      "fsck after the crash: expected the orphan, got:\n%s", text);
-		free(text);
-	}
-	{
-		const char *argv[] = { tool, "reclaim-orphans", "--devices", manifest, NULL };
-
-		run_tool(argv, 0, output, &text);
+		run_tool_expect(fsck, 0, output, "1 orphans: 0 problems", NULL,
+				"fsck after the crash");
 		snprintf(expected, sizeof(expected), "orphan inode %llu freed",
 			 (unsigned long long)file.ino);
-		CHECK(strstr(text, expected) && strstr(text, "1 orphans freed, 0 left"),
-		      "reclaim-orphans: expected \"%s\", got:\n%s", expected, text);
-		free(text);
-		run_tool(argv, 0, output, &text);
-		CHECK(strstr(text, "0 orphans freed, 0 left"),
-		      "second reclaim-orphans: expected nothing to do, got:\n%s", text);
-		free(text);
-	}
-	{
-		const char *argv[] = { tool, "fsck", "--devices", manifest, NULL };
-
-		run_tool(argv, 0, output, &text);
-		CHECK(strstr(text, " 0 orphans: 0 problems"),
-		      "fsck after the reclaim: expected no orphan, got:\n%s", text);
-		free(text);
+		run_tool_expect(reclaim, 0, output, expected, "1 orphans freed, 0 left",
+				"reclaim-orphans");
+		run_tool_expect(reclaim, 0, output, "0 orphans freed, 0 left", NULL,
+				"second reclaim-orphans");
+		run_tool_expect(fsck, 0, output, " 0 orphans: 0 problems", NULL,
+				"fsck after the reclaim");
 	}
 	fs = mount_fs(NGNFS_MOUNT_STABLE);
 	used_after = used_blocks(fs);
