@@ -511,7 +511,9 @@ static int check_orphans(struct fsck *fsck)
 			     (unsigned long long)args.inos[i], record->nlink);
 		else
 			note(fsck, false,
-			     "orphan inode %llu (unlinked while open) awaits its last close",
+			     "orphan inode %llu (unlinked while open) awaits its last close; "
+			     "if the gateway that had it open is gone, run ngnfs "
+			     "reclaim-orphans with every gateway stopped",
 			     (unsigned long long)args.inos[i]);
 	}
 	free(args.inos);

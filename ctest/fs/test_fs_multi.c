@@ -738,8 +738,8 @@ void test_orphans_reclaimed_after_crash(void)
 		const char *fsck[] = { tool, "fsck", "--devices", manifest, NULL };
 		const char *reclaim[] = { tool, "reclaim-orphans", "--devices", manifest, NULL };
 
-		run_tool_expect(fsck, 0, output, "1 orphans: 0 problems", NULL,
-				"fsck after the crash");
+		run_tool_expect(fsck, 0, output, "1 orphans: 0 problems",
+				"run ngnfs reclaim-orphans", "fsck after the crash");
 		snprintf(expected, sizeof(expected), "orphan inode %llu freed",
 			 (unsigned long long)file.ino);
 		run_tool_expect(reclaim, 0, output, expected, "1 orphans freed, 0 left",
