@@ -695,7 +695,8 @@ static uint64_t used_blocks(struct ngnfs_fs *fs)
  * reclaim-orphans` refuses while any other client is connected (that
  * client may still have the file open), frees the orphan once none is,
  * giving its blocks back, and a second run finds nothing; fsck counts the
- * orphan before and none after.
+ * orphan before and none after.  --force frees an orphan a connected
+ * client still has open, whose handle then answers -ESTALE.
  */
 void test_orphans_reclaimed_after_crash(void)
 {
@@ -759,6 +760,23 @@ void test_orphans_reclaimed_after_crash(void)
 	      "after the reclaim expected the %llu blocks in use before the file, got %llu",
 	      (unsigned long long)used_before, (unsigned long long)used_after);
 	EXPECT_RET(ngnfs_getattr(fs, &file, &(struct ngnfs_attr){ 0 }), -ESTALE);
+	check_fsck_clean(fs);
+	/* --force frees an orphan this mount still has open: its handle goes stale */
+	file = make(fs, &root, "still-open", S_IFREG | 0644);
+	EXPECT_RET(ngnfs_open(fs, &file), 0);
+	EXPECT_RET(ngnfs_unlink(fs, &root, "still-open"), 0);
+	{
+		const char *argv[] = {
+			tool, "reclaim-orphans", "--force", "--devices", manifest, NULL,
+		};
+
+		snprintf(expected, sizeof(expected), "orphan inode %llu freed",
+			 (unsigned long long)file.ino);
+		run_tool_expect(argv, 0, output, expected, "device 0 has 1 other client connected",
+				"reclaim-orphans --force beside the client");
+	}
+	EXPECT_RET(ngnfs_getattr(fs, &file, &(struct ngnfs_attr){ 0 }), -ESTALE);
+	EXPECT_RET(ngnfs_close(fs, &file), 0);
 	check_fsck_clean(fs);
 	ngnfs_unmount(fs);
 	unlink(output);
