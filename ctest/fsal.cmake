@@ -14,7 +14,8 @@
 #       Devices_File, a missing or malformed manifest) and devices that cannot
 #       serve (nothing listening, an unformatted blockd) refuse their export
 #       with a message that names the problem; a good export (Devices_File)
-#       still serves.
+#       still serves, and so does one whose device 1 is unreachable under
+#       Allow_Unreachable_Devices = true.
 #
 # The program behind them is ctest/fsal/fsal_guard.c (fsal_guard --help).
 # It starts a real two-device blockd cluster (ctest/harness/cluster.h) and

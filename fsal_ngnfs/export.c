@@ -233,6 +233,7 @@ fsal_status_t ngnfs_fsal_create_export(struct fsal_module *module, void *parse_n
 	mount_options.cache_bytes = export->options.cache_size;
 	mount_options.writeback_interval_ms = export->options.writeback_interval_ms;
 	mount_options.reclaim_timeout_ms = export->options.reclaim_timeout_ms;
+	mount_options.allow_unreachable_devices = export->options.allow_unreachable_devices;
 
 	ret = ngnfs_mount(&mount_options, &export->fs);
 	if (ret < 0) {
@@ -274,14 +275,15 @@ fsal_status_t ngnfs_fsal_create_export(struct fsal_module *module, void *parse_n
 
 	LogEvent(COMPONENT_FSAL,
 		 "NGNFS: export %u mounted %u device(s) %s \"%s\" durability=%s cache_size=%" PRIu64
-		 " writeback_interval_ms=%u reclaim_timeout_ms=%u root=%" PRIu64 ".%" PRIu64
-		 " write_verifier=%016" PRIx64,
+		 " writeback_interval_ms=%u reclaim_timeout_ms=%u allow_unreachable_devices=%s"
+		 " root=%" PRIu64 ".%" PRIu64 " write_verifier=%016" PRIx64,
 		 op_ctx->ctx_export->export_id, export->options.device_count,
 		 export->options.devices ? "Devices" : "Devices_File",
 		 export->options.devices ? export->options.devices : export->options.devices_file,
 		 ngnfs_fsal_durability_name(export->options.durability), export->options.cache_size,
 		 export->options.writeback_interval_ms, export->options.reclaim_timeout_ms,
-		 export->root.ino, export->root.generation, ngnfs_fsal_write_verifier());
+		 export->options.allow_unreachable_devices ? "true" : "false", export->root.ino,
+		 export->root.generation, ngnfs_fsal_write_verifier());
 	ngnfs_fsal_log_guard(export);
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);
 

@@ -65,6 +65,8 @@ struct ngnfs_fsal_export_options {
 	uint64_t cache_size;
 	uint32_t writeback_interval_ms;
 	uint32_t reclaim_timeout_ms;
+	/* mount with devices other than 0 unreachable (ngnfs_mount_options) */
+	bool allow_unreachable_devices;
 };
 
 extern struct config_block ngnfs_fsal_export_config_block;

@@ -309,6 +309,9 @@ static struct config_item ngnfs_fsal_export_options_items[] = {
 	CONF_ITEM_UI32("Reclaim_Timeout_Ms", NGNFS_RECLAIM_TIMEOUT_MIN, NGNFS_RECLAIM_TIMEOUT_MAX,
 		       NGNFS_RECLAIM_TIMEOUT_DEFAULT, ngnfs_fsal_export_options,
 		       reclaim_timeout_ms),
+	/* off: a wrong address must fail the export, not look like a device down */
+	CONF_ITEM_BOOL("Allow_Unreachable_Devices", false, ngnfs_fsal_export_options,
+		       allow_unreachable_devices),
 	CONFIG_EOL,
 };
 

@@ -477,7 +477,12 @@ static void connection_close(struct connection *connection, int error, const cha
 	old_state = connection->state;
 	connection->state = CONNECTION_DOWN;
 	connection->hello_valid = false;
-	if (old_state == CONNECTION_UP)
+	/*
+	 * A device never reached counts as lost since its first attempt, so
+	 * that its requests turn from "try again" into errors after the
+	 * cache's reclaim timeout as for a lost session.
+	 */
+	if (old_state == CONNECTION_UP || !connection->lost_at_ns)
 		connection->lost_at_ns = now_ns();
 	/* Steal the whole list; the buckets are cleared with it. */
 	if (connection->list.next != &connection->list) {
@@ -1116,6 +1121,23 @@ static void free_client(struct ngnfs_client *client)
 	free(client);
 }
 
+/* The errors of a device that is not there, as opposed to one that refused us. */
+static bool unreachable_error(int error)
+{
+	switch (error) {
+	case -ECONNREFUSED:
+	case -ETIMEDOUT:
+	case -EHOSTUNREACH:
+	case -ENETUNREACH:
+	case -ECONNRESET:
+	case -ECONNABORTED:
+	case -EPIPE:
+		return true;
+	default:
+		return false;
+	}
+}
+
 /*
  * Learning the fs id (configured all zero): every formatted device must
  * report the one the first formatted device (in index order) reports.
@@ -1274,6 +1296,12 @@ int ngnfs_client_create(const struct ngnfs_client_config *config,
 		pthread_mutex_lock(&client->start_lock);
 		error = connection->first_attempt_done ? connection->first_error : -ETIMEDOUT;
 		pthread_mutex_unlock(&client->start_lock);
+		if (error && config->allow_unreachable && d != 0 && unreachable_error(error)) {
+			client_log("device %u at %s cannot be reached (%s): going on without it; "
+				   "its blocks fail until it answers",
+				   d, connection->address, strerror(-error));
+			continue;
+		}
 		if (error && !ret)
 			ret = error;
 	}

@@ -75,6 +75,13 @@ struct ngnfs_client_config {
 	 */
 	uint32_t commit_retry_ms;
 	uint64_t client_id; /* 0: pick one at random */
+	/*
+	 * Create the client even if devices other than device 0 cannot be
+	 * reached now (refused, timed out, unreachable; not a device that
+	 * answers and refuses the session): they are tried again as after a
+	 * lost session, and their requests fail with -ENOTCONN meanwhile.
+	 */
+	bool allow_unreachable;
 };
 
 int ngnfs_client_create(const struct ngnfs_client_config *config,
@@ -90,7 +97,8 @@ int ngnfs_client_device_info(struct ngnfs_client *client, uint16_t device,
 			     struct ngnfs_msg *hello_reply);
 /*
  * How long ago the device's session was lost, in milliseconds (at least
- * 1), while it has none; 0 while it has one, and before the first.
+ * 1), while it has none (a device never reached: since its first attempt
+ * failed); 0 while it has one, and before the first attempt ends.
  */
 uint64_t ngnfs_client_unreachable_ms(struct ngnfs_client *client, uint16_t device);
 /*

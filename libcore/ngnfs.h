@@ -100,6 +100,16 @@ struct ngnfs_mount_options {
 	size_t cache_bytes;		/* 0: default */
 	uint32_t writeback_interval_ms; /* 0: default */
 	uint32_t reclaim_timeout_ms;	/* 0: default (30 s), see cache.h */
+	/*
+	 * Mount even if devices other than device 0 (and the root
+	 * directory's) cannot be reached now.  Operations on their blocks
+	 * answer -EAGAIN, then -ENOTCONN after reclaim_timeout_ms (as for a
+	 * device lost while mounted), until the device answers.  A device
+	 * that answers but refuses (another filesystem, unformatted) still
+	 * fails the mount.  Off by default, so that a wrong address is a
+	 * mount error rather than a missing device.
+	 */
+	bool allow_unreachable_devices;
 };
 
 struct ngnfs_mkfs_options {

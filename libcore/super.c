@@ -305,6 +305,7 @@ int ngnfs_mount(const struct ngnfs_mount_options *options, struct ngnfs_fs **fs_
 	fs->device_count = options->device_count;
 
 	client_config_init(&client_config, options->device_addresses, options->device_count);
+	client_config.allow_unreachable = options->allow_unreachable_devices;
 	cache_config.durability = options->durability == NGNFS_MOUNT_WRITEBACK
 				      ? NGNFS_DURABILITY_WRITEBACK
 				      : NGNFS_DURABILITY_STABLE;

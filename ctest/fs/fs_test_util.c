@@ -169,6 +169,26 @@ int test_blockd_kill_restart(unsigned int device)
 #endif
 }
 
+int test_blockd_stop(unsigned int device)
+{
+#ifdef NGNFS_FS_TEST_REAL
+	return ngnfs_test_cluster_kill(cluster, device, SIGTERM);
+#else
+	(void)device;
+	return -ENOSYS;
+#endif
+}
+
+int test_blockd_start(unsigned int device)
+{
+#ifdef NGNFS_FS_TEST_REAL
+	return ngnfs_test_cluster_restart(cluster, device);
+#else
+	(void)device;
+	return -ENOSYS;
+#endif
+}
+
 const char *test_manifest_path(void)
 {
 #ifdef NGNFS_FS_TEST_REAL

@@ -69,6 +69,9 @@ const char *test_manifest_path(void);
 const char *test_blockd_log_path(unsigned int device);
 /* Real backend: SIGKILL one blockd and start it again on its port (0 or -errno). */
 int test_blockd_kill_restart(unsigned int device);
+/* Real backend: stop one blockd (SIGTERM, waited for), and start it again later. */
+int test_blockd_stop(unsigned int device);
+int test_blockd_start(unsigned int device);
 /* Another mount of the same filesystem (unmount with ngnfs_unmount). */
 struct ngnfs_fs *mount_fs(enum ngnfs_durability_mode mode);
 void stop_fs(struct ngnfs_fs *fs);
@@ -126,6 +129,7 @@ void test_concurrent_renames_two_clients(void);
 void test_rename_subtree_race(void);
 void test_tool_commands(void);
 void test_orphans_reclaimed_after_crash(void);
+void test_mount_with_device_down(void);
 void test_full_device_overflows(void);
 void test_stopped_client_loses_grants(void);
 void test_evicted_inode_is_invalidated(void);

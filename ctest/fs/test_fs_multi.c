@@ -783,6 +783,83 @@ void test_orphans_reclaimed_after_crash(void)
 	stop_backend();
 }
 
+/*
+ * mount_with_device_down: with one device's blockd stopped a mount fails
+ * naming the device, unless allow_unreachable_devices is set.  Then what
+ * lives on the other devices works, an operation on the missing device's
+ * directory answers -EAGAIN at once, and -ENOTCONN (NFS: DELAY, then IO)
+ * once the device has been away for longer than the reclaim timeout, as
+ * for a device lost while mounted; when the device is back its files read
+ * back and the filesystem checks clean.
+ */
+void test_mount_with_device_down(void)
+{
+	struct ngnfs_mount_options options = { .durability = NGNFS_MOUNT_STABLE,
+					       .reclaim_timeout_ms = 2000 };
+	struct ngnfs_handle root, dir, file;
+	unsigned int down = 0, device;
+	struct ngnfs_attr attr;
+	char name[32], buffer[16];
+	struct ngnfs_fs *fs;
+	uint64_t started;
+	int ret = 0, i;
+	bool eof;
+
+	start_backend_mkfs(3, "device-down");
+	options.device_addresses = test_addresses();
+	options.device_count = 3;
+	fs = mount_fs(NGNFS_MOUNT_STABLE);
+	root = root_of(fs);
+	/* a device that holds neither the superblock (0) nor the root */
+	for (device = 1; device < 3; device++)
+		if (device != (unsigned int)(root.ino >> 48))
+			down = device;
+	/* directories are placed by a hash of their name: one on that device */
+	for (i = 0; i < 200; i++) {
+		snprintf(name, sizeof(name), "dir-%d", i);
+		dir = make(fs, &root, name, S_IFDIR | 0755);
+		if ((unsigned int)(dir.ino >> 48) == down)
+			break;
+	}
+	CHECK(i < 200, "no directory of 200 landed on device %u", down);
+	file = make(fs, &dir, "catalog", S_IFREG | 0644);
+	EXPECT_RET(ngnfs_write(fs, &file, 0, "tape 7", 6, NGNFS_WRITE_MOUNT), 6);
+	ngnfs_unmount(fs);
+	EXPECT_RET(test_blockd_stop(down), 0);
+
+	fs = NULL;
+	EXPECT_RET(ngnfs_mount(&options, &fs), -ECONNREFUSED);
+	CHECK(strstr(ngnfs_last_error(), "cannot connect"),
+	      "mount with device %u down: expected a connection error, got \"%s\"", down,
+	      ngnfs_last_error());
+
+	options.allow_unreachable_devices = true;
+	started = (uint64_t)time(NULL);
+	EXPECT_RET(ngnfs_mount(&options, &fs), 0);
+	make(fs, &root, "on-the-root-device", S_IFREG | 0644);
+	EXPECT_RET(ngnfs_getattr(fs, &dir, &attr), -EAGAIN);
+	EXPECT_RET(ngnfs_create(fs, &dir, "new", S_IFREG | 0644, 0, 0, 0, NULL, NULL), -EAGAIN);
+	/* away longer than the reclaim timeout: an error, not "try again" forever */
+	while ((uint64_t)time(NULL) < started + 3)
+		usleep(100000);
+	EXPECT_RET(ngnfs_getattr(fs, &dir, &attr), -ENOTCONN);
+
+	EXPECT_RET(test_blockd_start(down), 0);
+	for (i = 0; i < 100; i++) {
+		ret = ngnfs_read(fs, &file, 0, buffer, sizeof(buffer), &eof);
+		if (ret >= 0)
+			break;
+		usleep(100000);
+	}
+	CHECK(ret == 6 && memcmp(buffer, "tape 7", 6) == 0,
+	      "the file on device %u once it is back: expected its 6 bytes, got %d (%s)", down, ret,
+	      ngnfs_last_error());
+	make(fs, &dir, "new", S_IFREG | 0644);
+	check_fsck_clean(fs);
+	ngnfs_unmount(fs);
+	stop_backend();
+}
+
 struct repair_lines {
 	bool held;	 /* a CMPXCHG refused because a client held write access */
 	bool left_alone; /* a fix whose inode changed since the check */

@@ -27,7 +27,9 @@
  *             at the address, a blockd that was never formatted) must be
  *             refused with messages that name the problem, while a good
  *             export in the same config (given by Devices_File) is still
- *             created.
+ *             created, and so is one whose device 1 is an address nothing
+ *             listens at, with Allow_Unreachable_Devices = true (a value
+ *             that is not a boolean is refused).
  *
  * The exports mount a real filesystem: main() starts a two-device blockd
  * cluster (ctest/harness/cluster.h) and formats it with ngnfs_mkfs()
@@ -347,7 +349,18 @@ static struct bad_export bad_exports[] = {
 	  "\t\tDevices = \"127.0.0.1:7001\";\n"
 	  "\t\tReclaim_Timeout_Ms = 999;\n",
 	  "(999) is out of range", "Reclaim_Timeout_Ms = 999;" },
+	{ 113,
+	  "\t\tDevices = \"127.0.0.1:7001\";\n"
+	  "\t\tAllow_Unreachable_Devices = maybe;\n",
+	  "Expected boolean (true/false) got (maybe)", "Allow_Unreachable_Devices = maybe;" },
 };
+
+/*
+ * The options mode's degraded export: the cluster's device 0 and, as its
+ * device 1, an address nothing listens at, with Allow_Unreachable_Devices.
+ */
+#define DEGRADED_EXPORT_ID 120
+static char degraded_options[256];
 
 static int write_config(struct daemon *daemon, enum mode mode)
 {
@@ -394,6 +407,7 @@ static int write_config(struct daemon *daemon, enum mode mode)
 	if (mode == MODE_OPTIONS) {
 		char options[PATH_MAX + 64];
 
+		write_export(file, DEGRADED_EXPORT_ID, "/degraded", degraded_options);
 		snprintf(options, sizeof(options), "\t\tDevices_File = \"%s\";\n", manifest_path);
 		write_export(file, EXPORT_ID, EXPORT_PSEUDO, options);
 	} else {
@@ -874,6 +888,16 @@ static bool run_options(struct daemon *daemon)
 		}
 		say("export %u refused: %s", bad->export_id, message);
 	}
+	snprintf(needle, sizeof(needle), "NGNFS: export %d mounted", DEGRADED_EXPORT_ID);
+	if (!log_contains(daemon, needle) ||
+	    !log_contains(daemon, "allow_unreachable_devices=true")) {
+		say("FAIL: export %d (device 1 unreachable, Allow_Unreachable_Devices = true) was "
+		    "not created",
+		    DEGRADED_EXPORT_ID);
+		ok = false;
+	} else {
+		say("export %d created with its device 1 unreachable", DEGRADED_EXPORT_ID);
+	}
 	snprintf(needle, sizeof(needle), "NGNFS: export %d mounted", EXPORT_ID);
 	if (!log_contains(daemon, needle)) {
 		say("FAIL: the good export %d next to the bad ones was not created", EXPORT_ID);
@@ -984,6 +1008,10 @@ static bool start_clusters(const struct daemon *daemon)
 		 addresses[0], addresses[1]);
 	snprintf(unreachable_options, sizeof(unreachable_options),
 		 "\t\tDevices = \"127.0.0.1:1\";\n");
+	snprintf(degraded_options, sizeof(degraded_options),
+		 "\t\tDevices = \"%s,127.0.0.1:1\";\n"
+		 "\t\tAllow_Unreachable_Devices = true;\n",
+		 addresses[0]);
 
 	unformatted_cluster = ngnfs_test_cluster_start(1, "fsal-guard-unformatted");
 	if (unformatted_cluster == NULL) {
