@@ -2561,21 +2561,15 @@ int ngnfs_client_read_incoherent_sync(struct ngnfs_client *client, uint64_t blkn
 
 static void statfs_copy(struct simple_call *call, const struct ngnfs_msg *msg)
 {
-	struct ngnfs_device_statfs *statfs = call->out[0];
+	struct ngnfs_statfs_figures *statfs = call->out[0];
 
 	if (msg->status)
 		return;
-	statfs->total_blocks = msg->statfs_reply.total_blocks;
-	statfs->free_blocks = msg->statfs_reply.free_blocks;
-	statfs->reserved_blocks = msg->statfs_reply.reserved_blocks;
-	statfs->staged_sets = msg->statfs_reply.staged_sets;
-	statfs->client_sessions = msg->statfs_reply.client_sessions;
-	statfs->group_commits = msg->statfs_reply.group_commits;
-	statfs->commit_requests = msg->statfs_reply.commit_requests;
+	*statfs = msg->statfs_reply;
 }
 
 int ngnfs_client_statfs_sync(struct ngnfs_client *client, uint16_t device,
-			     struct ngnfs_device_statfs *statfs)
+			     struct ngnfs_statfs_figures *statfs)
 {
 	struct simple_call call = { .copy = statfs_copy, .out = { statfs } };
 	struct ngnfs_out_chunk *chunk;

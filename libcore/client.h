@@ -158,17 +158,9 @@ int ngnfs_client_cmpxchg_sync(struct ngnfs_client *client, uint64_t blkno,
 			      uint64_t expected_version, const uint8_t *data, uint64_t *version);
 int ngnfs_client_read_incoherent_sync(struct ngnfs_client *client, uint64_t blkno,
 				      uint64_t *version, uint8_t *data);
-struct ngnfs_device_statfs {
-	uint64_t total_blocks;
-	uint64_t free_blocks;
-	uint64_t reserved_blocks;
-	uint64_t staged_sets;
-	uint64_t client_sessions; /* this client's own session included */
-	uint64_t group_commits;	  /* since the server started */
-	uint64_t commit_requests; /* what those group commits carried */
-};
+/* What the device's STATFS_REPLY says (msg.h; client_sessions counts this client too). */
 int ngnfs_client_statfs_sync(struct ngnfs_client *client, uint16_t device,
-			     struct ngnfs_device_statfs *statfs);
+			     struct ngnfs_statfs_figures *statfs);
 /* mkfs: give an unformatted device its identity. */
 int ngnfs_client_format_sync(struct ngnfs_client *client, uint16_t device,
 			     const uint8_t fs_id[NGNFS_FS_ID_SIZE], uint32_t device_count);

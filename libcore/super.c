@@ -376,7 +376,7 @@ void ngnfs_fs_id(struct ngnfs_fs *fs, uint8_t fs_id[16])
 
 int ngnfs_statfs_device(struct ngnfs_fs *fs, uint16_t device, struct ngnfs_statfs_device *statfs)
 {
-	struct ngnfs_device_statfs device_statfs;
+	struct ngnfs_statfs_figures device_statfs;
 	int ret;
 
 	ngnfs_clear_error();
@@ -399,7 +399,7 @@ int ngnfs_statfs_device(struct ngnfs_fs *fs, uint16_t device, struct ngnfs_statf
 
 int ngnfs_statfs(struct ngnfs_fs *fs, struct ngnfs_statfs *statfs)
 {
-	struct ngnfs_device_statfs device_statfs;
+	struct ngnfs_statfs_figures device_statfs;
 	uint16_t device;
 	int ret;
 

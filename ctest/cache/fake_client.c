@@ -902,7 +902,7 @@ int ngnfs_client_read_incoherent_sync(struct ngnfs_client *client, uint64_t blkn
 }
 
 int ngnfs_client_statfs_sync(struct ngnfs_client *client, uint16_t device,
-			     struct ngnfs_device_statfs *statfs)
+			     struct ngnfs_statfs_figures *statfs)
 {
 	(void)client;
 	(void)device;

@@ -682,7 +682,7 @@ int main(void)
 
 	/* Request timeout. */
 	{
-		struct ngnfs_device_statfs statfs;
+		struct ngnfs_statfs_figures statfs;
 		uint64_t start = client_test_now_ms();
 		int ret = ngnfs_client_statfs_sync(client, 1, &statfs);
 		uint64_t elapsed = client_test_now_ms() - start;

@@ -228,7 +228,7 @@ static void test_requests(struct client_test_fs *fs, struct ngnfs_client *client
 		static uint64_t freed[MANY], alloc_versions[MANY];
 		static struct ngnfs_block_request written[MANY];
 		static uint8_t keep_data[NGNFS_BLOCK_SIZE];
-		struct ngnfs_device_statfs before, after;
+		struct ngnfs_statfs_figures before, after;
 		struct ngnfs_block_request keep;
 		uint64_t keep_version;
 		uint32_t have = 0, got;
@@ -355,7 +355,7 @@ static void test_requests(struct client_test_fs *fs, struct ngnfs_client *client
 
 	/* STATFS, ALLOC, CMPXCHG */
 	{
-		struct ngnfs_device_statfs statfs;
+		struct ngnfs_statfs_figures statfs;
 		uint64_t blknos[4], versions[4], current, cmp_version = 0;
 		uint32_t allocated = 0;
 

@@ -659,7 +659,7 @@ int ngnfs_client_format_sync(struct ngnfs_client *client, uint16_t device,
 }
 
 int ngnfs_client_statfs_sync(struct ngnfs_client *client, uint16_t device,
-			     struct ngnfs_device_statfs *statfs)
+			     struct ngnfs_statfs_figures *statfs)
 {
 	(void)client;
 	pthread_mutex_lock(&store.lock);

@@ -157,26 +157,20 @@ const char *test_blockd_log_path(unsigned int device)
 #endif
 }
 
-int test_blockd_kill_restart(unsigned int device)
+static int blockd_signal(unsigned int device, int sig)
 {
 #ifdef NGNFS_FS_TEST_REAL
-	int ret = ngnfs_test_cluster_kill(cluster, device, SIGKILL);
-
-	return ret < 0 ? ret : ngnfs_test_cluster_restart(cluster, device);
+	return ngnfs_test_cluster_kill(cluster, device, sig);
 #else
 	(void)device;
+	(void)sig;
 	return -ENOSYS;
 #endif
 }
 
 int test_blockd_stop(unsigned int device)
 {
-#ifdef NGNFS_FS_TEST_REAL
-	return ngnfs_test_cluster_kill(cluster, device, SIGTERM);
-#else
-	(void)device;
-	return -ENOSYS;
-#endif
+	return blockd_signal(device, SIGTERM);
 }
 
 int test_blockd_start(unsigned int device)
@@ -187,6 +181,13 @@ int test_blockd_start(unsigned int device)
 	(void)device;
 	return -ENOSYS;
 #endif
+}
+
+int test_blockd_kill_restart(unsigned int device)
+{
+	int ret = blockd_signal(device, SIGKILL);
+
+	return ret < 0 ? ret : test_blockd_start(device);
 }
 
 const char *test_manifest_path(void)
