@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * Free space of the device: a durable free list (one FREE key per free
- * block) plus a durable high-water mark, and volatile reservations.
+ * block) plus a durable high-water mark, and volatile reservations; and
+ * the session epochs that ALLOC hands out with them.
  *
  * ALLOC only reserves, in memory: the reservation becomes an allocation
  * in the write batch of the first WRITE of the block, and goes back to
@@ -17,14 +18,25 @@
  * completes, so that two batches in flight never hand out the same
  * block.
  *
+ * A session's first ALLOC gives it an epoch, unique among all the
+ * sessions the device ever had (a durable limit, format-store.h): a client
+ * that goes away with a create only in memory leaves the block's version
+ * where it was, and the epoch is what tells the next file in that block
+ * from the lost one (inode generations, format-block.h).
+ *
  * XXX:
  *  - A write may skip at most ALLOC_MAX_GAP never-used blocks, to bound
  *    the batch; a block far above the mark is refused (-ERANGE).
  *  - The whole free list is held in memory.
+ *  - Recording a new session epoch limit (once per
+ *    NGNFS_STORE_SESSION_EPOCH_BATCH allocating sessions, and at the first
+ *    ALLOC after a start) is a synced write on the event loop.
  */
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "blockd.h"
 #include "log.h"
@@ -83,6 +95,10 @@ int alloc_init(struct blockd *server)
 	/* indexes below NGNFS_FIRST_ALLOC_INDEX are fixed metadata, never handed out */
 	if (alloc->alloc_hwm < NGNFS_FIRST_ALLOC_INDEX)
 		alloc->alloc_hwm = NGNFS_FIRST_ALLOC_INDEX;
+	/* the last run may have handed out anything below the recorded limit; 0 is none */
+	alloc->next_session_epoch = server->store.session_epoch_limit;
+	if (!alloc->next_session_epoch)
+		alloc->next_session_epoch = 1;
 	return store_walk(&server->store, &prefix, 1, load_free, server);
 }
 
@@ -231,6 +247,33 @@ void alloc_note_free(struct blockd *server, rocksdb_writebatch_t *batch, uint64_
 	store_put_free(batch, index);
 	u64map_put(&alloc->store_free, index, PRESENT);
 	avail_push(alloc, index);
+}
+
+int alloc_session_epoch(struct blockd *server, struct session *session)
+{
+	struct allocator *alloc = &server->alloc;
+	int ret;
+
+	if (session->session_epoch)
+		return 0;
+	if (alloc->next_session_epoch > UINT32_MAX) {
+		log_error("ALLOC refused for %s: every session epoch this device can hand out "
+			  "(2^32 - 1) is used",
+			  session->name);
+		return -ENOSPC;
+	}
+	if (alloc->next_session_epoch >= server->store.session_epoch_limit) {
+		ret = store_write_session_epoch_limit(
+		    &server->store, alloc->next_session_epoch + NGNFS_STORE_SESSION_EPOCH_BATCH);
+		if (ret) {
+			log_error("ALLOC refused for %s: cannot record session epochs: %s",
+				  session->name, strerror(-ret));
+			return ret;
+		}
+	}
+	session->session_epoch = (uint32_t)alloc->next_session_epoch++;
+	log_debug("%s has session epoch %u", session->name, session->session_epoch);
+	return 0;
 }
 
 uint64_t alloc_free_blocks(struct blockd *server)

@@ -58,6 +58,7 @@ struct session {
 	unsigned int inflight; /* requests waiting on the commit thread */
 	unsigned int refs;
 	uint64_t reserved_count;
+	uint32_t session_epoch;	       /* 0 until its first ALLOC (alloc_session_epoch) */
 	struct held_write *held_write; /* a multi-frame WRITE before its last frame */
 };
 
@@ -145,7 +146,8 @@ struct allocator {
 	uint64_t *avail_stack;	  /* same, LIFO order; stale entries skipped */
 	size_t avail_stack_count;
 	size_t avail_stack_capacity;
-	struct u64map reserved; /* index -> session */
+	struct u64map reserved;	     /* index -> session */
+	uint64_t next_session_epoch; /* what the next session to allocate gets */
 };
 
 struct resolver;
@@ -256,6 +258,8 @@ void alloc_free(struct allocator *alloc);
 uint32_t alloc_reserve(struct blockd *server, struct session *session, uint32_t count,
 		       uint64_t *out);
 void alloc_session_gone(struct blockd *server, struct session *session);
+/* Gives the session its epoch (ALLOC_REPLY) if it has none yet. */
+int alloc_session_epoch(struct blockd *server, struct session *session);
 /* The write batch that writes index makes it allocated. */
 int alloc_note_write(struct blockd *server, rocksdb_writebatch_t *batch, uint64_t index);
 /* 0 if index may be freed (allocated), -EINVAL otherwise. */

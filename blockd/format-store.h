@@ -46,8 +46,9 @@ enum ngnfs_store_key_kind {
 };
 
 enum ngnfs_store_meta_id {
-	NGNFS_STORE_META_IDENTITY = 1, /* struct ngnfs_store_identity */
-	NGNFS_STORE_META_HWM = 2,      /* struct ngnfs_store_hwm */
+	NGNFS_STORE_META_IDENTITY = 1,	     /* struct ngnfs_store_identity */
+	NGNFS_STORE_META_HWM = 2,	     /* struct ngnfs_store_hwm */
+	NGNFS_STORE_META_SESSION_EPOCHS = 3, /* struct ngnfs_store_session_epochs */
 };
 
 #define NGNFS_STORE_META_KEY_SIZE   2
@@ -80,6 +81,20 @@ struct ngnfs_store_identity {
  */
 struct ngnfs_store_hwm {
 	__le64 next_index;
+};
+
+/*
+ * Session epochs (ALLOC_REPLY, format-msg.h) below limit may have been
+ * handed out: a blockd that starts hands out from limit on, and records a
+ * higher limit (synced) before it hands out the epoch at the old one, so
+ * that no epoch is handed out twice whatever the crashes, at the cost of
+ * one sync per NGNFS_STORE_SESSION_EPOCH_BATCH sessions.  Absent (a store
+ * written before protocol version 4) reads as 0.
+ */
+#define NGNFS_STORE_SESSION_EPOCH_BATCH 1024
+
+struct ngnfs_store_session_epochs {
+	__le64 limit;
 };
 
 /* crc is crc32c (seed 0) over the little-endian version then the data. */

@@ -84,8 +84,7 @@ void reply_refused(struct session *session, enum ngnfs_msg_type request_type, ui
 					    NULL, NULL, 0);
 		break;
 	case NGNFS_MSG_ALLOC:
-		ngnfs_encode_versions_reply(&buffer, NGNFS_MSG_ALLOC_REPLY, request_id, status, 0,
-					    NULL, NULL, 0);
+		ngnfs_encode_alloc_reply(&buffer, request_id, status, 0, NULL, NULL, 0);
 		break;
 	case NGNFS_MSG_RESOLVE:
 		ngnfs_encode_resolve(&buffer, NGNFS_MSG_RESOLVE_REPLY, request_id, status, 0,
@@ -707,6 +706,7 @@ static void handle_alloc(struct session *session, const struct ngnfs_msg *msg)
 	uint32_t want = msg->alloc.count;
 	uint32_t got, used = 0;
 	struct ngnfs_buffer buffer;
+	int ret;
 
 	if (!server->store.formatted) {
 		log_warn("ALLOC of %u blocks refused for %s: device is not formatted", want,
@@ -725,6 +725,11 @@ static void handle_alloc(struct session *session, const struct ngnfs_msg *msg)
 		log_debug("ALLOC of %u blocks refused for %s: reclaim grace period", want,
 			  session->name);
 		reply_refused(session, NGNFS_MSG_ALLOC, msg->request_id, -EAGAIN);
+		return;
+	}
+	ret = alloc_session_epoch(server, session);
+	if (ret) {
+		reply_refused(session, NGNFS_MSG_ALLOC, msg->request_id, ret);
 		return;
 	}
 	if (want > NGNFS_MSG_MAX_BLOCKS)
@@ -750,8 +755,8 @@ static void handle_alloc(struct session *session, const struct ngnfs_msg *msg)
 	if (used == 0 && want > 0)
 		log_warn("ALLOC of %u blocks refused for %s: no free space", want, session->name);
 	ngnfs_buffer_init(&buffer);
-	ngnfs_encode_versions_reply(&buffer, NGNFS_MSG_ALLOC_REPLY, msg->request_id,
-				    used == 0 && want > 0 ? -ENOSPC : 0, 0, blknos, versions, used);
+	ngnfs_encode_alloc_reply(&buffer, msg->request_id, used == 0 && want > 0 ? -ENOSPC : 0,
+				 session->session_epoch, blknos, versions, used);
 	session_send(session, &buffer);
 	ngnfs_buffer_free(&buffer);
 }

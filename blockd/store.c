@@ -105,14 +105,47 @@ static int inspect_folder(const char *path)
 	return 0;
 }
 
+/* A meta record that is one __le64 (hwm, session epoch limit); absent reads as 0. */
+static int read_meta_le64(struct blockd_store *store, uint8_t id, const char *what, uint64_t *out)
+{
+	uint8_t key[NGNFS_STORE_META_KEY_SIZE];
+	char *error = NULL;
+	size_t length;
+	__le64 record;
+	char *value;
+
+	store_meta_key(key, id);
+	value = rocksdb_get(store->db, store->read_options, (const char *)key, sizeof(key), &length,
+			    &error);
+	if (error) {
+		fprintf(stderr, "blockd: cannot read %s of database %s: %s\n", what, store->path,
+			error);
+		rocksdb_free(error);
+		return -EIO;
+	}
+	*out = 0;
+	if (!value)
+		return 0;
+	if (length != sizeof(record)) {
+		fprintf(stderr, "blockd: database %s: %s record is %zu bytes, expected %zu\n",
+			store->path, what, length, sizeof(record));
+		rocksdb_free(value);
+		return -EINVAL;
+	}
+	memcpy(&record, value, sizeof(record));
+	*out = le64toh(record);
+	rocksdb_free(value);
+	return 0;
+}
+
 static int read_identity(struct blockd_store *store)
 {
 	struct ngnfs_store_identity identity;
-	struct ngnfs_store_hwm hwm;
 	uint8_t key[NGNFS_STORE_META_KEY_SIZE];
 	char *error = NULL;
 	size_t length;
 	char *value;
+	int ret;
 
 	store_meta_key(key, NGNFS_STORE_META_IDENTITY);
 	value = rocksdb_get(store->db, store->read_options, (const char *)key, sizeof(key), &length,
@@ -160,30 +193,11 @@ static int read_identity(struct blockd_store *store)
 	store->device_index = le16toh(identity.device_index);
 	store->device_count = le32toh(identity.device_count);
 
-	store_meta_key(key, NGNFS_STORE_META_HWM);
-	value = rocksdb_get(store->db, store->read_options, (const char *)key, sizeof(key), &length,
-			    &error);
-	if (error) {
-		fprintf(stderr, "blockd: cannot read high-water mark of database %s: %s\n",
-			store->path, error);
-		rocksdb_free(error);
-		return -EIO;
-	}
-	store->hwm = 0;
-	if (value) {
-		if (length != sizeof(hwm)) {
-			fprintf(stderr,
-				"blockd: database %s: high-water mark record is %zu bytes, "
-				"expected %zu\n",
-				store->path, length, sizeof(hwm));
-			rocksdb_free(value);
-			return -EINVAL;
-		}
-		memcpy(&hwm, value, sizeof(hwm));
-		store->hwm = le64toh(hwm.next_index);
-		rocksdb_free(value);
-	}
-	return 0;
+	ret = read_meta_le64(store, NGNFS_STORE_META_HWM, "high-water mark", &store->hwm);
+	if (!ret)
+		ret = read_meta_le64(store, NGNFS_STORE_META_SESSION_EPOCHS, "session epoch limit",
+				     &store->session_epoch_limit);
+	return ret;
 }
 
 void store_put_identity(rocksdb_writebatch_t *batch, const struct blockd_store *store)
@@ -347,6 +361,27 @@ void store_put_hwm(rocksdb_writebatch_t *batch, uint64_t hwm)
 	store_meta_key(key, NGNFS_STORE_META_HWM);
 	rocksdb_writebatch_put(batch, (const char *)key, sizeof(key), (const char *)&value,
 			       sizeof(value));
+}
+
+int store_write_session_epoch_limit(struct blockd_store *store, uint64_t limit)
+{
+	struct ngnfs_store_session_epochs value = { .limit = htole64(limit) };
+	rocksdb_writeoptions_t *write_options = rocksdb_writeoptions_create();
+	uint8_t key[NGNFS_STORE_META_KEY_SIZE];
+	char *error = NULL;
+
+	store_meta_key(key, NGNFS_STORE_META_SESSION_EPOCHS);
+	rocksdb_writeoptions_set_sync(write_options, 1);
+	rocksdb_put(store->db, write_options, (const char *)key, sizeof(key), (const char *)&value,
+		    sizeof(value), &error);
+	rocksdb_writeoptions_destroy(write_options);
+	if (error) {
+		log_error("RocksDB write of the session epoch limit failed: %s", error);
+		rocksdb_free(error);
+		return -EIO;
+	}
+	store->session_epoch_limit = limit;
+	return 0;
 }
 
 void store_put_free(rocksdb_writebatch_t *batch, uint64_t index)

@@ -41,7 +41,8 @@ struct blockd_store {
 	uint64_t total_blocks;
 	uint16_t device_index;
 	uint32_t device_count;
-	uint64_t hwm; /* durable high-water mark at open */
+	uint64_t hwm;		      /* durable high-water mark at open */
+	uint64_t session_epoch_limit; /* durable: epochs below it may be in use */
 };
 
 int store_open(struct blockd_store *store, const struct blockd_config *config);
@@ -67,6 +68,8 @@ void store_put_block(rocksdb_writebatch_t *batch, uint64_t index, uint64_t versi
 		     const uint8_t *data);
 void store_put_identity(rocksdb_writebatch_t *batch, const struct blockd_store *identity);
 void store_put_hwm(rocksdb_writebatch_t *batch, uint64_t hwm);
+/* Records limit (synced, on the caller's thread) as session_epoch_limit. */
+int store_write_session_epoch_limit(struct blockd_store *store, uint64_t limit);
 void store_put_free(rocksdb_writebatch_t *batch, uint64_t index);
 void store_delete_free(rocksdb_writebatch_t *batch, uint64_t index);
 void store_put_outcome(rocksdb_writebatch_t *batch, uint64_t set_id, uint8_t outcome);

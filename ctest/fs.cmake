@@ -57,6 +57,10 @@ ngnfs_add_cluster_test(NAME fs_real_mount_with_device_down
 # A gateway gone with a file open after its unlink: `ngnfs reclaim-orphans`.
 ngnfs_add_cluster_test(NAME fs_real_orphans_reclaimed_after_crash
 		       COMMAND test_fs_real orphans_reclaimed_after_crash TIMEOUT 180)
+# A writeback gateway killed with a create in memory: the lost file's handle
+# is stale, not the next file in its block.
+ngnfs_add_cluster_test(NAME fs_real_lost_create_handle_stale
+		       COMMAND test_fs_real lost_create_handle_stale TIMEOUT 180)
 # Wrong link and entry counts repaired by CMPXCHG while a client holds the
 # inodes (library and `ngnfs fsck --repair`).
 ngnfs_add_cluster_test(NAME fs_real_fsck_repairs_online COMMAND test_fs_real fsck_repairs_online

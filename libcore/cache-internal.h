@@ -202,9 +202,15 @@ struct dirty_set {
 	struct cache_action write_action; /* queued without allocating */
 };
 
+/* A reserved block: its version, and the epoch of the session that reserved it. */
+struct pool_block {
+	uint64_t blkno;
+	uint64_t version;
+	uint32_t session_epoch;
+};
+
 struct alloc_pool {
-	uint64_t *blknos;
-	uint64_t *versions;
+	struct pool_block *blocks;
 	uint32_t count;
 	uint32_t capacity;
 	bool refilling;
@@ -326,7 +332,7 @@ uint16_t cache_alloc_device(struct ngnfs_cache *cache, uint16_t device);
  * reclaim timeout (see cache.c), error otherwise.
  */
 int cache_unreachable_error(struct ngnfs_cache *cache, uint16_t device, int error);
-void cache_pool_push(struct ngnfs_cache *cache, uint16_t device, uint64_t blkno, uint64_t version);
+void cache_pool_push(struct ngnfs_cache *cache, uint16_t device, const struct pool_block *block);
 const char *cache_access_name(uint8_t access);
 
 /* dirty.c */

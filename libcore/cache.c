@@ -1361,27 +1361,20 @@ static const struct ngnfs_client_ops cache_client_ops = {
 	.session_reset = cache_session_reset,
 };
 
-void cache_pool_push(struct ngnfs_cache *cache, uint16_t device, uint64_t blkno, uint64_t version)
+void cache_pool_push(struct ngnfs_cache *cache, uint16_t device, const struct pool_block *block)
 {
 	struct alloc_pool *pool = &cache->pools[device];
 
 	if (pool->count == pool->capacity) {
 		uint32_t capacity = pool->capacity ? pool->capacity * 2 : 64;
-		uint64_t *blknos = realloc(pool->blknos, capacity * sizeof(*blknos));
-		uint64_t *versions;
+		struct pool_block *blocks = realloc(pool->blocks, capacity * sizeof(*blocks));
 
-		if (!blknos)
-			return;
-		pool->blknos = blknos;
-		versions = realloc(pool->versions, capacity * sizeof(*versions));
-		if (!versions)
-			return;
-		pool->versions = versions;
+		if (!blocks)
+			return; /* the reservation is unused until the session ends */
+		pool->blocks = blocks;
 		pool->capacity = capacity;
 	}
-	pool->blknos[pool->count] = blkno;
-	pool->versions[pool->count] = version;
-	pool->count++;
+	pool->blocks[pool->count++] = *block;
 }
 
 int cache_unreachable_error(struct ngnfs_cache *cache, uint16_t device, int error)
@@ -1424,7 +1417,7 @@ void cache_refill_pool(struct ngnfs_cache *cache, uint16_t device)
 	uint32_t batch = cache->alloc_batch;
 	uint64_t *blknos = calloc(batch, sizeof(*blknos));
 	uint64_t *versions = calloc(batch, sizeof(*versions));
-	uint32_t allocated = 0;
+	uint32_t allocated = 0, session_epoch = 0;
 	uint32_t i;
 	int ret;
 
@@ -1436,7 +1429,8 @@ void cache_refill_pool(struct ngnfs_cache *cache, uint16_t device)
 	}
 	pool->refilling = true;
 	pthread_mutex_unlock(&cache->lock);
-	ret = ngnfs_client_alloc_sync(cache->client, device, batch, blknos, versions, &allocated);
+	ret = ngnfs_client_alloc_sync(cache->client, device, batch, blknos, versions,
+				      &session_epoch, &allocated);
 	pthread_mutex_lock(&cache->lock);
 	pool->refilling = false;
 	if (ret == 0 && allocated == 0)
@@ -1473,7 +1467,10 @@ void cache_refill_pool(struct ngnfs_cache *cache, uint16_t device)
 					ngnfs_blkno_device(blknos[i]));
 			continue;
 		}
-		cache_pool_push(cache, device, blknos[i], versions[i]);
+		cache_pool_push(cache, device,
+				&(struct pool_block){ .blkno = blknos[i],
+						      .version = versions[i],
+						      .session_epoch = session_epoch });
 	}
 	cache_wake_block(cache, device);
 	free(blknos);
@@ -1768,8 +1765,7 @@ static void cache_free(struct ngnfs_cache *cache)
 		dirty_set_free(cache,
 			       cache_list_entry(cache->dirty_sets.next, struct dirty_set, entry));
 	for (i = 0; cache->pools && i < cache->device_count; i++) {
-		free(cache->pools[i].blknos);
-		free(cache->pools[i].versions);
+		free(cache->pools[i].blocks);
 	}
 	cache_free_slabs(cache);
 	free(cache->deferred);

@@ -2432,10 +2432,13 @@ static void alloc_copy(struct simple_call *call, const struct ngnfs_msg *msg)
 	uint64_t *blknos = call->out[0];
 	uint64_t *versions = call->out[1];
 	uint32_t *allocated = call->out[2];
+	uint32_t *session_epoch = call->out[3];
 	uint32_t count = msg->versions.count < call->limit ? msg->versions.count : call->limit;
 
 	if (msg->status)
 		return;
+	if (session_epoch)
+		*session_epoch = msg->versions.session_epoch;
 	for (uint32_t i = 0; i < count; i++) {
 		uint64_t blkno, version;
 
@@ -2449,11 +2452,12 @@ static void alloc_copy(struct simple_call *call, const struct ngnfs_msg *msg)
 }
 
 int ngnfs_client_alloc_sync(struct ngnfs_client *client, uint16_t device, uint32_t count,
-			    uint64_t *blknos, uint64_t *versions, uint32_t *allocated)
+			    uint64_t *blknos, uint64_t *versions, uint32_t *session_epoch,
+			    uint32_t *allocated)
 {
 	struct simple_call call = {
 		.copy = alloc_copy,
-		.out = { blknos, versions, allocated },
+		.out = { blknos, versions, allocated, session_epoch },
 		.limit = count,
 	};
 	struct ngnfs_out_chunk *chunk;

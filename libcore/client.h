@@ -151,9 +151,13 @@ int ngnfs_client_get_sync(struct ngnfs_client *client, uint64_t blkno, uint8_t a
 			  bool *data_changed);
 int ngnfs_client_write_set_sync(struct ngnfs_client *client, const struct ngnfs_write_set *set,
 				uint64_t *versions);
-/* Reserve count free blocks on device, granted for write. */
+/*
+ * Reserve count free blocks on device, granted for write; session_epoch
+ * (may be NULL) is the epoch of the session they were reserved in.
+ */
 int ngnfs_client_alloc_sync(struct ngnfs_client *client, uint16_t device, uint32_t count,
-			    uint64_t *blknos, uint64_t *versions, uint32_t *allocated);
+			    uint64_t *blknos, uint64_t *versions, uint32_t *session_epoch,
+			    uint32_t *allocated);
 int ngnfs_client_cmpxchg_sync(struct ngnfs_client *client, uint64_t blkno,
 			      uint64_t expected_version, const uint8_t *data, uint64_t *version);
 int ngnfs_client_read_incoherent_sync(struct ngnfs_client *client, uint64_t blkno,

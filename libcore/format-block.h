@@ -72,9 +72,16 @@ struct ngnfs_super {
  * archive agent touches with it (small extended attributes, a short
  * symlink target) so that an xattr update dirties one block.
  *
- * generation is the inode block's version when the inode was created;
- * blockd keeps counting versions across free and reuse, so (ino,
- * generation) never names two different files.
+ * generation is the epoch of the device session that allocated the
+ * inode block (ALLOC_REPLY, format-msg.h) in the high 32 bits and, in
+ * the low 32, the low 32 bits of the block's version once the create is
+ * written.  blockd keeps counting versions across free and reuse, so two
+ * files of one session never share a generation; a create that was lost
+ * with its session (its reservation went back, the block's version did
+ * not move) shares the next file's version but not its epoch, so (ino,
+ * generation) never names two different files and a handle of the lost
+ * file answers ESTALE.  Generations written before protocol version 4
+ * have epoch 0, which no session has.
  *
  * For directories data_root is the root of the directory's name-hash
  * btree and parent_ino is "..": rename's subtree check walks it.  For
@@ -83,6 +90,11 @@ struct ngnfs_super {
  * in the inline area.
  */
 #define NGNFS_INODE_ORPHAN (1U << 0) /* nlink reached 0 while open */
+
+static inline uint64_t ngnfs_inode_generation(uint32_t session_epoch, uint64_t version)
+{
+	return ((uint64_t)session_epoch << 32) | (uint32_t)version;
+}
 
 struct ngnfs_inode {
 	struct ngnfs_block_header header;

@@ -30,6 +30,9 @@
  *  3: STATFS_REPLY says how many client sessions the server has (so that
  *     an admin tool can tell whether any other client is connected) and
  *     how many group commits it made since it started.
+ *  4: ALLOC_REPLY carries the session's epoch, which new inode
+ *     generations include (a create lost with its session must not leave
+ *     its generation to the next file in the same block).
  */
 
 #include <stdint.h>
@@ -41,7 +44,7 @@
 #include <linux/types.h>
 
 #define NGNFS_MSG_MAGIC	       0x4e474d31U /* "NGM1" read as a little-endian u32 */
-#define NGNFS_PROTOCOL_VERSION 3
+#define NGNFS_PROTOCOL_VERSION 4
 #define NGNFS_BLOCK_SHIFT      12
 #define NGNFS_BLOCK_SIZE       (1U << NGNFS_BLOCK_SHIFT)
 #define NGNFS_FS_ID_SIZE       16
@@ -355,6 +358,15 @@ struct ngnfs_msg_resolve_reply {
  * their current versions; the client holds write access to each.  A
  * reservation is volatile: it becomes an allocation when a WRITE of the
  * block commits, and returns to the free space if the session ends first.
+ *
+ * session_epoch names the session among every session that device ever
+ * had: blockd hands each session that allocates a new one, counting on
+ * across restarts, and it is never zero in a reply that reserves blocks.
+ * A block whose reservation went back with its session (a client gone
+ * with a create still in memory) keeps its version, so the version alone
+ * cannot tell the lost file from the next one in that block; with the
+ * epoch of the session that created it, it can (format-block.h,
+ * generation).
  */
 struct ngnfs_msg_alloc {
 	__le32 count;
@@ -363,7 +375,7 @@ struct ngnfs_msg_alloc {
 
 struct ngnfs_msg_alloc_reply {
 	__le32 count;
-	__le32 reserved;
+	__le32 session_epoch;
 	/* count struct ngnfs_msg_version_entry follow */
 };
 

@@ -207,9 +207,10 @@ static int take_lost(struct ngnfs_fs *fs, uint64_t ino)
  * The allocator handed ino out for a new inode, so the file it named
  * before is gone (unlinked, or its create was lost with its session and
  * the reservation went back to the device): its unreported loss must not
- * fail the new file's first sync.  Records are by block number only
- * because a create that never reached the device leaves the block's
- * version, and so the next file's generation, where it was.
+ * fail the new file's first sync.  Records are by block number: the new
+ * file's generation differs from the lost one's (another session's
+ * epoch, format-block.h), so a record kept by generation would never be
+ * found again, and nothing would forget it.
  */
 void ngnfs_fs_forget_lost(struct ngnfs_fs *fs, uint64_t ino)
 {

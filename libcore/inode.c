@@ -15,11 +15,14 @@
  * RESOLVE: two or three syncs on the critical path of a stable create).
  * A file keeps its device when renamed or linked elsewhere.
  *
- * The generation of an inode is the version its block will have after
- * the creating write (the allocation's version plus one): blockd keeps
- * counting versions across free and reuse, so (ino, generation) names one
- * file forever and a handle to a deleted file is refused with -ESTALE even
- * when its block now holds another inode.
+ * The generation of an inode is the epoch of the device session that
+ * reserved its block and the version the block will have after the
+ * creating write (the allocation's version plus one), format-block.h:
+ * blockd keeps counting versions across free and reuse and never hands
+ * out an epoch twice, so (ino, generation) names one file forever, also
+ * when a create in memory was lost with its session, and a handle to a
+ * deleted or lost file is refused with -ESTALE even when its block now
+ * holds another inode.
  *
  * Every inode read is checked (header, inode number); a block named by a
  * client's handle that is no longer that inode is -ESTALE, a block named
@@ -295,7 +298,8 @@ int ngnfs_inode_alloc(struct ngnfs_txn *txn, uint16_t device, uint32_t mode, uin
 	inode = data;
 	ngnfs_block_header_init(inode, NGNFS_MAGIC_INODE, blkno, blkno);
 	inode->ino = htole64(blkno);
-	inode->generation = htole64(version + 1);
+	inode->generation =
+	    htole64(ngnfs_inode_generation(ngnfs_txn_session_epoch(txn, blkno), version + 1));
 	inode->mode = htole32(mode);
 	inode->uid = htole32(uid);
 	inode->gid = htole32(gid);

@@ -697,6 +697,7 @@ static int decode_versions(const struct payload *payload, struct ngnfs_msg *msg,
 {
 	size_t fixed_size;
 	uint64_t set_id = 0;
+	uint32_t session_epoch = 0;
 	uint32_t count;
 	uint32_t reserved;
 	int ret;
@@ -710,7 +711,10 @@ static int decode_versions(const struct payload *payload, struct ngnfs_msg *msg,
 			return ret;
 		fixed_size = sizeof(reply);
 		count = le32toh(reply.count);
-		reserved = reply.reserved;
+		session_epoch = le32toh(reply.session_epoch);
+		reserved = 0;
+		if (count && !session_epoch)
+			REJECT(-EPROTO, "ALLOC_REPLY reserves blocks without a session epoch");
 	} else {
 		struct ngnfs_msg_write_reply reply;
 
@@ -736,6 +740,7 @@ static int decode_versions(const struct payload *payload, struct ngnfs_msg *msg,
 	if (ret)
 		return ret;
 	msg->versions.set_id = set_id;
+	msg->versions.session_epoch = session_epoch;
 	msg->versions.count = count;
 	msg->versions.entries =
 	    (const struct ngnfs_msg_version_entry *)(payload->bytes + fixed_size);
@@ -1299,18 +1304,19 @@ int ngnfs_encode_write_frame(struct ngnfs_buffer *buffer, uint64_t request_id, u
 	return finish_or_fail(buffer);
 }
 
-int ngnfs_encode_versions_reply(struct ngnfs_buffer *buffer, enum ngnfs_msg_type type,
-				uint64_t request_id, int status, uint64_t set_id,
-				const uint64_t *blknos, const uint64_t *versions, uint32_t count)
+static int encode_versions(struct ngnfs_buffer *buffer, enum ngnfs_msg_type type,
+			   uint64_t request_id, int status, uint64_t set_id, uint32_t session_epoch,
+			   const uint64_t *blknos, const uint64_t *versions, uint32_t count)
 {
-	if ((type != NGNFS_MSG_WRITE_REPLY && type != NGNFS_MSG_COMMIT_REPLY &&
-	     type != NGNFS_MSG_ALLOC_REPLY) ||
-	    !status_is_valid(status) || count > NGNFS_MSG_MAX_BLOCKS ||
+	if (!status_is_valid(status) || count > NGNFS_MSG_MAX_BLOCKS ||
 	    (count && (!blknos || !versions)))
 		return -EINVAL;
 	ngnfs_msg_begin(buffer, type, request_id, status);
 	if (type == NGNFS_MSG_ALLOC_REPLY) {
-		struct ngnfs_msg_alloc_reply reply = { .count = htole32(count) };
+		struct ngnfs_msg_alloc_reply reply = {
+			.count = htole32(count),
+			.session_epoch = htole32(session_epoch),
+		};
 
 		ngnfs_msg_put(buffer, &reply, sizeof(reply));
 	} else {
@@ -1330,6 +1336,26 @@ int ngnfs_encode_versions_reply(struct ngnfs_buffer *buffer, enum ngnfs_msg_type
 		ngnfs_msg_put(buffer, &entry, sizeof(entry));
 	}
 	return finish_or_fail(buffer);
+}
+
+int ngnfs_encode_versions_reply(struct ngnfs_buffer *buffer, enum ngnfs_msg_type type,
+				uint64_t request_id, int status, uint64_t set_id,
+				const uint64_t *blknos, const uint64_t *versions, uint32_t count)
+{
+	if (type != NGNFS_MSG_WRITE_REPLY && type != NGNFS_MSG_COMMIT_REPLY)
+		return -EINVAL;
+	return encode_versions(buffer, type, request_id, status, set_id, 0, blknos, versions,
+			       count);
+}
+
+int ngnfs_encode_alloc_reply(struct ngnfs_buffer *buffer, uint64_t request_id, int status,
+			     uint32_t session_epoch, const uint64_t *blknos,
+			     const uint64_t *versions, uint32_t count)
+{
+	if (count && !session_epoch)
+		return -EINVAL;
+	return encode_versions(buffer, NGNFS_MSG_ALLOC_REPLY, request_id, status, 0, session_epoch,
+			       blknos, versions, count);
 }
 
 int ngnfs_encode_commit(struct ngnfs_buffer *buffer, uint64_t request_id, uint64_t set_id)

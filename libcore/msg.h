@@ -140,7 +140,8 @@ struct ngnfs_msg {
 		} write;
 		/* WRITE_REPLY, COMMIT_REPLY and ALLOC_REPLY */
 		struct {
-			uint64_t set_id; /* zero for ALLOC_REPLY */
+			uint64_t set_id;	/* zero for ALLOC_REPLY */
+			uint32_t session_epoch; /* ALLOC_REPLY only; never zero with blocks */
 			uint32_t count;
 			const struct ngnfs_msg_version_entry *entries;
 		} versions;
@@ -322,10 +323,14 @@ static inline int ngnfs_encode_write(struct ngnfs_buffer *buffer, uint64_t reque
 					participants, participant_count, blocks, block_count, frees,
 					free_count, 0, 1);
 }
-/* type is WRITE_REPLY, COMMIT_REPLY or ALLOC_REPLY (set_id ignored for ALLOC_REPLY). */
+/* type is WRITE_REPLY or COMMIT_REPLY. */
 int ngnfs_encode_versions_reply(struct ngnfs_buffer *buffer, enum ngnfs_msg_type type,
 				uint64_t request_id, int status, uint64_t set_id,
 				const uint64_t *blknos, const uint64_t *versions, uint32_t count);
+/* session_epoch must be non-zero when count is (format-msg.h). */
+int ngnfs_encode_alloc_reply(struct ngnfs_buffer *buffer, uint64_t request_id, int status,
+			     uint32_t session_epoch, const uint64_t *blknos,
+			     const uint64_t *versions, uint32_t count);
 int ngnfs_encode_commit(struct ngnfs_buffer *buffer, uint64_t request_id, uint64_t set_id);
 /* type is RESOLVE or RESOLVE_REPLY. */
 int ngnfs_encode_resolve(struct ngnfs_buffer *buffer, enum ngnfs_msg_type type, uint64_t request_id,

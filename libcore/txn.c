@@ -78,9 +78,10 @@ struct txn_entry {
 	struct cache_block *block;
 	uint64_t blkno;
 	uint64_t version;
-	uint8_t mode;	/* READ or WRITE, as locked */
-	uint8_t *copy;	/* private copy while held for write */
-	bool allocated; /* came from the reservation pool in this run */
+	uint32_t session_epoch; /* of the reservation, when allocated */
+	uint8_t mode;		/* READ or WRITE, as locked */
+	uint8_t *copy;		/* private copy while held for write */
+	bool allocated;		/* came from the reservation pool in this run */
 	bool freed;
 };
 
@@ -276,8 +277,7 @@ int ngnfs_txn_alloc(struct ngnfs_txn *txn, uint16_t device, uint64_t *blkno, uin
 	struct alloc_pool *pool;
 	struct cache_block *block;
 	struct txn_entry *entry;
-	uint64_t new_blkno;
-	uint64_t new_version;
+	struct pool_block reserved;
 	int ret;
 
 	if (device >= cache->device_count) {
@@ -304,13 +304,11 @@ int ngnfs_txn_alloc(struct ngnfs_txn *txn, uint16_t device, uint64_t *blkno, uin
 		ret = -EAGAIN;
 		goto out;
 	}
-	pool->count--;
-	new_blkno = pool->blknos[pool->count];
-	new_version = pool->versions[pool->count];
-	block = cache_lookup_create(cache, new_blkno);
+	reserved = pool->blocks[--pool->count];
+	block = cache_lookup_create(cache, reserved.blkno);
 	entry = block ? txn_new_entry(txn) : NULL;
 	if (!entry) {
-		cache_pool_push(cache, device, new_blkno, new_version);
+		cache_pool_push(cache, device, &reserved);
 		ret = -ENOMEM;
 		goto out;
 	}
@@ -318,7 +316,7 @@ int ngnfs_txn_alloc(struct ngnfs_txn *txn, uint16_t device, uint64_t *blkno, uin
 		txn->count--;
 		ngnfs_cache_log("allocating block %llu on device %u: the server reserved a block "
 				"this client still uses\n",
-				(unsigned long long)new_blkno, device);
+				(unsigned long long)reserved.blkno, device);
 		ret = -EIO;
 		goto out;
 	}
@@ -326,22 +324,23 @@ int ngnfs_txn_alloc(struct ngnfs_txn *txn, uint16_t device, uint64_t *blkno, uin
 	if (!entry->copy || cache_block_set_data(cache, block, NULL) < 0) {
 		ngnfs_block_buf_free(entry->copy);
 		txn->count--;
-		cache_pool_push(cache, device, new_blkno, new_version);
+		cache_pool_push(cache, device, &reserved);
 		ret = -ENOMEM;
 		goto out;
 	}
-	block->version = new_version;
+	block->version = reserved.version;
 	block->access = NGNFS_ACCESS_WRITE;
 	block->reserved = true;
 	block->writer = true;
 	block->revoke_pending = false;
 	entry->block = block;
-	entry->blkno = new_blkno;
-	entry->version = new_version;
+	entry->blkno = reserved.blkno;
+	entry->version = reserved.version;
+	entry->session_epoch = reserved.session_epoch;
 	entry->mode = NGNFS_ACCESS_WRITE;
 	entry->allocated = true;
-	*blkno = new_blkno;
-	*version = new_version;
+	*blkno = reserved.blkno;
+	*version = reserved.version;
 	*data = entry->copy;
 	ret = 0;
 out:
@@ -367,6 +366,13 @@ uint64_t ngnfs_txn_version(struct ngnfs_txn *txn, uint64_t blkno)
 	struct txn_entry *entry = txn_find(txn, blkno);
 
 	return entry ? entry->version : 0;
+}
+
+uint32_t ngnfs_txn_session_epoch(struct ngnfs_txn *txn, uint64_t blkno)
+{
+	struct txn_entry *entry = txn_find(txn, blkno);
+
+	return entry && entry->allocated ? entry->session_epoch : 0;
 }
 
 void ngnfs_txn_set_stable(struct ngnfs_txn *txn)
@@ -405,8 +411,11 @@ static void txn_release_entry(struct ngnfs_txn *txn, struct txn_entry *entry, bo
 	if (entry->allocated && to_pool) {
 		/* A reservation whose grant a session reset took is worth nothing. */
 		if (block->access == NGNFS_ACCESS_WRITE)
-			cache_pool_push(cache, ngnfs_blkno_device(entry->blkno), entry->blkno,
-					entry->version);
+			cache_pool_push(
+			    cache, ngnfs_blkno_device(entry->blkno),
+			    &(struct pool_block){ .blkno = entry->blkno,
+						  .version = entry->version,
+						  .session_epoch = entry->session_epoch });
 		cache_wake_block(cache, entry->blkno);
 		if (!block->revoke_pending && !block->dirty &&
 		    block->get_access == NGNFS_ACCESS_NONE)

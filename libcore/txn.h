@@ -53,6 +53,12 @@ int ngnfs_txn_alloc(struct ngnfs_txn *txn, uint16_t device, uint64_t *blkno, uin
 int ngnfs_txn_free(struct ngnfs_txn *txn, uint64_t blkno);
 /* The version the block had when this transaction first got it. */
 uint64_t ngnfs_txn_version(struct ngnfs_txn *txn, uint64_t blkno);
+/*
+ * The epoch of the device session that reserved blkno, which this
+ * transaction allocated (0 otherwise): with the version it makes a new
+ * inode's generation (format-block.h).
+ */
+uint32_t ngnfs_txn_session_epoch(struct ngnfs_txn *txn, uint64_t blkno);
 /* Make this transaction durable before ngnfs_txn_run returns, even in writeback mode. */
 void ngnfs_txn_set_stable(struct ngnfs_txn *txn);
 /*

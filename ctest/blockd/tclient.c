@@ -464,6 +464,8 @@ int tc_alloc(struct tc *tc, uint32_t count, uint64_t *blknos, uint64_t *versions
 		for (uint32_t i = 0; i < frame.msg.versions.count && i < count; i++)
 			ngnfs_msg_version_entry(&frame.msg, i, &blknos[i], &versions[i]);
 		*got = frame.msg.versions.count;
+		if (*got)
+			tc->session_epoch = frame.msg.versions.session_epoch;
 	}
 	tc_frame_free(&frame);
 	return ret;

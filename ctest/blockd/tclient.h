@@ -32,6 +32,7 @@ struct tc {
 	uint64_t next_request_id;
 	struct ngnfs_msg_revoke revokes[TC_MAX_REVOKES]; /* host order */
 	unsigned int revoke_count;
+	uint32_t session_epoch; /* of the last ALLOC_REPLY that reserved blocks */
 };
 
 int tc_connect(struct tc *tc, const char *address);

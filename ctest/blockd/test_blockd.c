@@ -1015,6 +1015,60 @@ static void case_alloc(void)
 	stop(cluster);
 }
 
+/*
+ * Every session that allocates gets its own epoch (inode generations
+ * include it): the same for each ALLOC of one session, another for every
+ * other session, and after a kill -9 and restart one above every epoch
+ * handed out before, because the limit is recorded before an epoch below
+ * it is handed out.
+ */
+static void case_session_epochs(void)
+{
+	const char *extra[] = { "--grace-ms", "0", NULL };
+	struct ngnfs_test_cluster *cluster = start(1, extra);
+	uint64_t blknos[2], versions[2];
+	uint32_t got, first_a, epochs[3];
+	struct tc a, b, c;
+
+	format_all(cluster);
+	open_session(&a, cluster, 0, 0);
+	open_session(&b, cluster, 0, 0);
+	EXPECT_STATUS(tc_alloc(&a, 1, blknos, versions, &got), 0);
+	first_a = a.session_epoch;
+	EXPECT_STATUS(tc_alloc(&b, 1, blknos, versions, &got), 0);
+	EXPECT_STATUS(tc_alloc(&a, 2, blknos, versions, &got), 0);
+	if (first_a == 0 || a.session_epoch != first_a)
+		fail("one session's ALLOC replies carry epochs %u and %u, expected one non-zero "
+		     "epoch",
+		     first_a, a.session_epoch);
+	if (b.session_epoch == 0 || b.session_epoch == a.session_epoch)
+		fail("two sessions got epochs %u and %u, expected two distinct non-zero ones",
+		     a.session_epoch, b.session_epoch);
+	epochs[0] = a.session_epoch;
+	epochs[1] = b.session_epoch;
+	tc_close(&a);
+	tc_close(&b);
+	open_session(&c, cluster, 0, 0);
+	EXPECT_STATUS(tc_alloc(&c, 1, blknos, versions, &got), 0);
+	epochs[2] = c.session_epoch;
+	if (epochs[2] == epochs[0] || epochs[2] == epochs[1] || epochs[2] == 0)
+		fail("a later session got epoch %u, one of the earlier sessions' %u and %u",
+		     epochs[2], epochs[0], epochs[1]);
+	tc_close(&c);
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, SIGKILL), 0);
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
+	open_session(&a, cluster, 0, 0);
+	EXPECT_STATUS(tc_alloc(&a, 1, blknos, versions, &got), 0);
+	for (unsigned int i = 0; i < 3; i++) {
+		if (a.session_epoch <= epochs[i])
+			fail("after kill -9 and restart a session got epoch %u, not above the "
+			     "epoch %u handed out before",
+			     a.session_epoch, epochs[i]);
+	}
+	tc_close(&a);
+	stop(cluster);
+}
+
 /* ---- repair commands -------------------------------------------------------- */
 
 static void case_cmpxchg_incoherent(void)
@@ -2380,6 +2434,7 @@ static const struct {
 	{ "held_write", case_held_write },
 	{ "grant_fifo", case_grant_fifo },
 	{ "alloc", case_alloc },
+	{ "session_epochs", case_session_epochs },
 	{ "cmpxchg_incoherent", case_cmpxchg_incoherent },
 	{ "set_commit", case_set_commit },
 	{ "indoubt_abort", case_indoubt_abort },

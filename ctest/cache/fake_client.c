@@ -830,7 +830,8 @@ int ngnfs_client_write_set_sync(struct ngnfs_client *client, const struct ngnfs_
 }
 
 int ngnfs_client_alloc_sync(struct ngnfs_client *client, uint16_t device, uint32_t count,
-			    uint64_t *blknos, uint64_t *versions, uint32_t *allocated)
+			    uint64_t *blknos, uint64_t *versions, uint32_t *session_epoch,
+			    uint32_t *allocated)
 {
 	uint32_t i;
 	uint32_t n = 0;
@@ -867,6 +868,8 @@ int ngnfs_client_alloc_sync(struct ngnfs_client *client, uint16_t device, uint32
 		n++;
 	}
 	pthread_mutex_unlock(&server.lock);
+	if (session_epoch)
+		*session_epoch = (uint32_t)client->index + 1; /* one session per fake client */
 	*allocated = n;
 	return 0;
 }

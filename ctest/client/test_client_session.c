@@ -239,7 +239,7 @@ static void test_requests(struct client_test_fs *fs, struct ngnfs_client *client
 			    MANY - have < NGNFS_MSG_MAX_BLOCKS ? MANY - have : NGNFS_MSG_MAX_BLOCKS;
 
 			ret = ngnfs_client_alloc_sync(client, 1, want, freed + have,
-						      alloc_versions + have, &got);
+						      alloc_versions + have, NULL, &got);
 			CHECK(ret == 0 && got > 0, "ALLOC for the frees: %d (%s), %u blocks", ret,
 			      strerror(-ret), got);
 			have += got;
@@ -357,17 +357,24 @@ static void test_requests(struct client_test_fs *fs, struct ngnfs_client *client
 	{
 		struct ngnfs_statfs_figures statfs;
 		uint64_t blknos[4], versions[4], current, cmp_version = 0;
-		uint32_t allocated = 0;
+		uint32_t allocated = 0, epoch = 0, epoch_again = 0;
 
 		for (unsigned int d = 0; d < fs->device_count; d++) {
 			ret = ngnfs_client_statfs_sync(client, (uint16_t)d, &statfs);
 			CHECK(ret == 0, "STATFS of device %u: expected 0, got %d (%s)", d, ret,
 			      strerror(-ret));
 		}
-		ret = ngnfs_client_alloc_sync(client, 1, 4, blknos, versions, &allocated);
+		ret = ngnfs_client_alloc_sync(client, 1, 4, blknos, versions, &epoch, &allocated);
 		CHECK_OK(ret, "ALLOC of 4 blocks on device 1");
 		CHECK(allocated >= 1 && allocated <= 4, "ALLOC: expected 1..4 blocks, got %u",
 		      allocated);
+		ret = ngnfs_client_alloc_sync(client, 1, 1, blknos + 3, versions + 3, &epoch_again,
+					      &(uint32_t){ 0 });
+		CHECK_OK(ret, "a second ALLOC on device 1");
+		CHECK(epoch != 0 && epoch_again == epoch,
+		      "ALLOC: expected one non-zero session epoch for both replies of the session, "
+		      "got %u and %u",
+		      epoch, epoch_again);
 		for (uint32_t i = 0; i < allocated; i++)
 			CHECK(ngnfs_blkno_device(blknos[i]) == 1,
 			      "ALLOC on device 1 returned block %#llx of device %u",

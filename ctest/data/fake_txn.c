@@ -345,6 +345,14 @@ uint64_t ngnfs_txn_version(struct ngnfs_txn *txn, uint64_t blkno)
 	return held ? held->version : 0;
 }
 
+/* The fake store is one session that never ends: epoch 1. */
+uint32_t ngnfs_txn_session_epoch(struct ngnfs_txn *txn, uint64_t blkno)
+{
+	struct held_block *held = find_held(txn, blkno);
+
+	return held && held->allocated ? 1 : 0;
+}
+
 void ngnfs_txn_set_stable(struct ngnfs_txn *txn)
 {
 	txn->stable = true;

@@ -375,6 +375,14 @@ uint64_t ngnfs_txn_version(struct ngnfs_txn *txn, uint64_t blkno)
 	return entry ? entry->version : 0;
 }
 
+/* The fake store is one session that never ends: epoch 1. */
+uint32_t ngnfs_txn_session_epoch(struct ngnfs_txn *txn, uint64_t blkno)
+{
+	struct txn_entry *entry = txn_find(txn, blkno);
+
+	return entry && entry->allocated_here ? 1 : 0;
+}
+
 void ngnfs_txn_set_stable(struct ngnfs_txn *txn)
 {
 	(void)txn;

@@ -24,6 +24,9 @@
  *    once it is over.
  *  - rename_subtree_race: two clients at once try to move P under Q and Q
  *    under P; at most one may succeed, and the tree must stay a tree.
+ *  - lost_create_handle_stale: a writeback client killed with a create in
+ *    memory; the lost file's handle must not name the next file in its
+ *    block.
  *
  * Children report failure by exit status; the parent then checks the
  * final state itself and runs fsck.
@@ -781,6 +784,82 @@ void test_orphans_reclaimed_after_crash(void)
 	ngnfs_unmount(fs);
 	unlink(output);
 	stop_backend();
+}
+
+/*
+ * lost_create_handle_stale: a writeback gateway killed with a create only
+ * in memory loses that create, and its block's reservation goes back to
+ * the device with the block's version unchanged, so the next file in the
+ * block has the same version.  The handle the lost create answered with
+ * (an NFS client may still hold it) must answer -ESTALE, not name the new
+ * file: the two generations differ by their sessions' epochs.
+ */
+void test_lost_create_handle_stale(void)
+{
+	enum { MAX_CREATES = 512 };
+	struct ngnfs_handle root, dir, lost, created;
+	int to_parent[2], status;
+	unsigned int creates;
+	struct ngnfs_fs *fs;
+	bool reused = false;
+	char name[32];
+	pid_t child;
+
+	start_backend_mkfs(1, "lost-create");
+	fs = mount_fs(NGNFS_MOUNT_STABLE);
+	root = root_of(fs);
+	dir = make(fs, &root, "d", S_IFDIR | 0755);
+	ngnfs_unmount(fs);
+
+	CHECK(pipe(to_parent) == 0, "pipe: %s", strerror(errno));
+	child = fork();
+	CHECK(child >= 0, "fork: %s", strerror(errno));
+	if (child == 0) {
+		struct ngnfs_mount_options options = { .durability = NGNFS_MOUNT_WRITEBACK,
+						       .writeback_interval_ms = 600000 };
+		struct ngnfs_handle handle;
+
+		test_mark_child();
+		alarm(CHILD_TIMEOUT_S);
+		options.device_addresses = test_addresses();
+		options.device_count = (uint16_t)test_device_count();
+		EXPECT_RET(ngnfs_mount(&options, &fs), 0);
+		EXPECT_RET(ngnfs_create(fs, &dir, "lost", S_IFREG | 0644, 0, 0, 0, &handle, NULL),
+			   0);
+		CHECK(write(to_parent[1], &handle, sizeof(handle)) == (ssize_t)sizeof(handle),
+		      "pipe write: %s", strerror(errno));
+		pause(); /* killed here, the create still in memory */
+		_exit(1);
+	}
+	close(to_parent[1]);
+	CHECK(read(to_parent[0], &lost, sizeof(lost)) == (ssize_t)sizeof(lost),
+	      "the writeback client died before its create");
+	close(to_parent[0]);
+	CHECK(kill(child, SIGKILL) == 0, "SIGKILL: %s", strerror(errno));
+	CHECK(waitpid(child, &status, 0) == child && WIFSIGNALED(status),
+	      "the writeback client did not die of its SIGKILL");
+
+	fs = mount_fs(NGNFS_MOUNT_STABLE);
+	EXPECT_RET(lookup(fs, &dir, "lost", &created), -ENOENT);
+	for (creates = 0; creates < MAX_CREATES && !reused; creates++) {
+		snprintf(name, sizeof(name), "after-%u", creates);
+		created = make(fs, &dir, name, S_IFREG | 0644);
+		reused = created.ino == lost.ino;
+	}
+	TEST_LOG("the lost create had inode %llu generation %#llx; %s after %u creates%s",
+		 (unsigned long long)lost.ino, (unsigned long long)lost.generation,
+		 reused ? "reused" : "not reused", creates,
+		 reused ? "" : " (the test proves nothing)");
+	CHECK(reused, "none of %u creates got the lost create's block %llu back", creates,
+	      (unsigned long long)lost.ino);
+	CHECK(created.generation != lost.generation,
+	      "the new file in block %llu has the lost create's generation %#llx: the lost "
+	      "file's handle names it",
+	      (unsigned long long)lost.ino, (unsigned long long)lost.generation);
+	EXPECT_RET(ngnfs_getattr(fs, &lost, &(struct ngnfs_attr){ 0 }), -ESTALE);
+	EXPECT_RET(ngnfs_getattr(fs, &created, &(struct ngnfs_attr){ 0 }), 0);
+	check_fsck_clean(fs);
+	stop_fs(fs);
 }
 
 /*

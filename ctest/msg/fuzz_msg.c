@@ -106,6 +106,10 @@ static int reencode(struct ngnfs_buffer *out, const struct ngnfs_msg *msg)
 	case NGNFS_MSG_ALLOC_REPLY:
 		for (uint32_t i = 0; i < msg->versions.count; i++)
 			ngnfs_msg_version_entry(msg, i, &blknos[i], &versions[i]);
+		if (msg->type == NGNFS_MSG_ALLOC_REPLY)
+			return ngnfs_encode_alloc_reply(out, msg->request_id, msg->status,
+							msg->versions.session_epoch, blknos,
+							versions, msg->versions.count);
 		return ngnfs_encode_versions_reply(out, msg->type, msg->request_id, msg->status,
 						   msg->versions.set_id, blknos, versions,
 						   msg->versions.count);

@@ -109,8 +109,7 @@ int main(int argc, char **argv)
 	save(dir, "resolve-reply", &b,
 	     ngnfs_encode_resolve(&b, NGNFS_MSG_RESOLVE_REPLY, 8, 0, 77, NGNFS_SET_ABORTED));
 	save(dir, "alloc", &b, ngnfs_encode_alloc(&b, 9, 16));
-	save(dir, "alloc-reply", &b,
-	     ngnfs_encode_versions_reply(&b, NGNFS_MSG_ALLOC_REPLY, 9, 0, 0, blknos, versions, 2));
+	save(dir, "alloc-reply", &b, ngnfs_encode_alloc_reply(&b, 9, 0, 12, blknos, versions, 2));
 	save(dir, "cmpxchg", &b, ngnfs_encode_cmpxchg(&b, 10, 1, 4, block));
 	save(dir, "cmpxchg-reply", &b, ngnfs_encode_cmpxchg_reply(&b, 10, -EBUSY, 1, 5));
 	save(dir, "read-incoherent", &b, ngnfs_encode_read_incoherent(&b, 11, blknos, 3));
