@@ -68,6 +68,8 @@ struct ngnfs_fs {
 	uint64_t root_generation;
 	uint64_t orphan_dir_ino;
 	uint16_t device_count;
+	/* per device, the capacity its last STATFS gave (atomic; 0: never answered) */
+	uint64_t *device_total_blocks;
 
 	/*
 	 * Protects open_files and the lost-inode record; never held while

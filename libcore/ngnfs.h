@@ -274,6 +274,11 @@ struct ngnfs_statfs {
 	uint64_t free_inodes;
 	uint32_t device_count;
 	uint32_t name_max;
+	/*
+	 * Devices that could not be reached: counted with the capacity they
+	 * last reported (none if they never answered) and no free space.
+	 */
+	uint32_t unreachable_devices;
 };
 int ngnfs_statfs(struct ngnfs_fs *fs, struct ngnfs_statfs *statfs);
 

@@ -283,6 +283,7 @@ static void fs_free(struct ngnfs_fs *fs)
 		}
 	}
 	pthread_mutex_destroy(&fs->open_lock);
+	free(fs->device_total_blocks);
 	free(fs);
 }
 
@@ -303,6 +304,11 @@ int ngnfs_mount(const struct ngnfs_mount_options *options, struct ngnfs_fs **fs_
 		return -ENOMEM;
 	pthread_mutex_init(&fs->open_lock, NULL);
 	fs->device_count = options->device_count;
+	fs->device_total_blocks = calloc(fs->device_count, sizeof(*fs->device_total_blocks));
+	if (!fs->device_total_blocks) {
+		fs_free(fs);
+		return -ENOMEM;
+	}
 
 	client_config_init(&client_config, options->device_addresses, options->device_count);
 	client_config.allow_unreachable = options->allow_unreachable_devices;
@@ -397,11 +403,26 @@ int ngnfs_statfs_device(struct ngnfs_fs *fs, uint16_t device, struct ngnfs_statf
 	return 0;
 }
 
+/* The answer of a device without a session (client.h): it is away, not broken. */
+static bool device_away(int error)
+{
+	return error == -EAGAIN || error == -ENOTCONN || error == -ECONNREFUSED ||
+	       error == -ECONNRESET || error == -ETIMEDOUT || error == -EHOSTUNREACH ||
+	       error == -ENETUNREACH || error == -EPIPE;
+}
+
+/*
+ * A device that cannot be reached counts with the capacity it last
+ * reported and no free space (nothing new can go there now), or not at
+ * all if it never answered: df on a gateway with a device down shows
+ * less room instead of failing, which is what an operator watching the
+ * archive fill wants.  Only when no device answers is it an error.
+ */
 int ngnfs_statfs(struct ngnfs_fs *fs, struct ngnfs_statfs *statfs)
 {
 	struct ngnfs_statfs_figures device_statfs;
 	uint16_t device;
-	int ret;
+	int ret, away_error = 0;
 
 	ngnfs_clear_error();
 	memset(statfs, 0, sizeof(*statfs));
@@ -410,11 +431,23 @@ int ngnfs_statfs(struct ngnfs_fs *fs, struct ngnfs_statfs *statfs)
 	statfs->name_max = NGNFS_NAME_MAX;
 	for (device = 0; device < fs->device_count; device++) {
 		ret = ngnfs_client_statfs_sync(fs->client, device, &device_statfs);
+		if (ret < 0 && device_away(ret)) {
+			statfs->unreachable_devices++;
+			statfs->total_blocks +=
+			    __atomic_load_n(&fs->device_total_blocks[device], __ATOMIC_RELAXED);
+			away_error = ret;
+			continue;
+		}
 		if (ret < 0)
 			return ngnfs_fail(ret, "statfs: device %u: %s", device, strerror(-ret));
+		__atomic_store_n(&fs->device_total_blocks[device], device_statfs.total_blocks,
+				 __ATOMIC_RELAXED);
 		statfs->total_blocks += device_statfs.total_blocks;
 		statfs->free_blocks += device_statfs.free_blocks;
 	}
+	if (statfs->unreachable_devices == fs->device_count)
+		return ngnfs_fail(away_error, "statfs: no device can be reached: %s",
+				  strerror(-away_error));
 	/* every inode is a block: any free block can become an inode */
 	statfs->total_inodes = statfs->total_blocks;
 	statfs->free_inodes = statfs->free_blocks;

@@ -863,13 +863,44 @@ void test_lost_create_handle_stale(void)
 }
 
 /*
+ * ngnfs_statfs with the devices but skip down: every other device's
+ * capacity must be counted, skip's as expected_down_total, and skip's free
+ * space not at all.
+ */
+static void check_statfs_without(struct ngnfs_fs *fs, unsigned int skip,
+				 uint64_t expected_down_total, const char *what)
+{
+	struct ngnfs_statfs_device device_statfs;
+	struct ngnfs_statfs whole;
+	uint64_t others_total = 0;
+
+	EXPECT_RET(ngnfs_statfs(fs, &whole), 0);
+	for (unsigned int device = 0; device < test_device_count(); device++) {
+		if (device == skip)
+			continue;
+		EXPECT_RET(ngnfs_statfs_device(fs, (uint16_t)device, &device_statfs), 0);
+		others_total += device_statfs.total_blocks;
+	}
+	CHECK(whole.unreachable_devices == 1 &&
+		  whole.total_blocks == others_total + expected_down_total &&
+		  whole.free_blocks < others_total,
+	      "statfs %s: expected 1 unreachable device and %llu blocks, got %u and %llu "
+	      "(%llu free)",
+	      what, (unsigned long long)(others_total + expected_down_total),
+	      whole.unreachable_devices, (unsigned long long)whole.total_blocks,
+	      (unsigned long long)whole.free_blocks);
+}
+
+/*
  * mount_with_device_down: with one device's blockd stopped a mount fails
  * naming the device, unless allow_unreachable_devices is set.  Then what
  * lives on the other devices works, an operation on the missing device's
  * directory answers -EAGAIN at once, and -ENOTCONN (NFS: DELAY, then IO)
  * once the device has been away for longer than the reclaim timeout, as
  * for a device lost while mounted; when the device is back its files read
- * back and the filesystem checks clean.
+ * back and the filesystem checks clean.  statfs meanwhile counts the
+ * devices it can reach (and a device lost while mounted with the capacity
+ * it last reported, no free space) instead of failing.
  */
 void test_mount_with_device_down(void)
 {
@@ -915,6 +946,7 @@ void test_mount_with_device_down(void)
 	options.allow_unreachable_devices = true;
 	started = (uint64_t)time(NULL);
 	EXPECT_RET(ngnfs_mount(&options, &fs), 0);
+	check_statfs_without(fs, down, 0, "with a device never reached");
 	make(fs, &root, "on-the-root-device", S_IFREG | 0644);
 	EXPECT_RET(ngnfs_getattr(fs, &dir, &attr), -EAGAIN);
 	EXPECT_RET(ngnfs_create(fs, &dir, "new", S_IFREG | 0644, 0, 0, 0, NULL, NULL), -EAGAIN);
@@ -935,6 +967,18 @@ void test_mount_with_device_down(void)
 	      ngnfs_last_error());
 	make(fs, &dir, "new", S_IFREG | 0644);
 	check_fsck_clean(fs);
+	{
+		struct ngnfs_statfs_device down_statfs;
+		struct ngnfs_statfs whole;
+
+		EXPECT_RET(ngnfs_statfs(fs, &whole), 0);
+		EXPECT_RET(ngnfs_statfs_device(fs, (uint16_t)down, &down_statfs), 0);
+		CHECK(whole.unreachable_devices == 0,
+		      "statfs with every device back: %u unreachable", whole.unreachable_devices);
+		EXPECT_RET(test_blockd_stop(down), 0);
+		check_statfs_without(fs, down, down_statfs.total_blocks, "with a device lost");
+		EXPECT_RET(test_blockd_start(down), 0);
+	}
 	ngnfs_unmount(fs);
 	stop_backend();
 }
