@@ -62,10 +62,10 @@
 #       the block's base version during the grace period and the block is
 #       written; the restarted server has it.
 #   device_away_is_try_again         (real only) blockd of device 1 is killed:
-#       a read of its block and an allocation there return -EAGAIN (the
-#       gateway's NFS4ERR_DELAY) at once while the session has been lost for
-#       less than the reclaim timeout (1.5 s here), -ENOTCONN after it, and
-#       the read succeeds once the device is back.
+#       a read of its block returns -EAGAIN (the gateway's NFS4ERR_DELAY) at
+#       once while the session has been lost for less than the reclaim
+#       timeout (1.5 s here), -ENOTCONN after it, and succeeds once the
+#       device is back; an allocation meant for it gets a block of device 0.
 #   session_reset_regrants_dirty     (fake only) after a session reset a dirty
 #       block is re-granted with its base version and written; if the version
 #       moved, the dirty data is dropped and -ESTALE recorded; a clean copy is

@@ -217,10 +217,12 @@ struct alloc_pool {
 	int error;
 	/*
 	 * The device answered ENOSPC, or EAGAIN (its reclaim grace period
-	 * after a restart): other devices give blocks until then.
+	 * after a restart), or cannot be reached (ENOTCONN): other devices
+	 * give blocks until then.
 	 */
 	uint64_t full_until_ms;
 	bool grace_logged; /* said once per grace period that it is passed over */
+	bool away_logged;  /* the same while it cannot be reached */
 };
 
 struct ngnfs_cache {

@@ -87,7 +87,9 @@
  * A device whose blockd answers ALLOC with ENOSPC is passed over for
  * CACHE_FULL_RECHECK_MS: new blocks meant for it come from the next device
  * with room (cache_alloc_device).  So is, for CACHE_GRACE_RECHECK_MS at a
- * time, one that answers EAGAIN: in its reclaim grace period after a
+ * time, one that answers EAGAIN, and for CACHE_AWAY_RECHECK_MS one that
+ * cannot be reached (no session: a new directory that hashes there goes
+ * elsewhere instead of waiting for it).  In its reclaim grace period after a
  * restart blockd reserves nothing, because a block some client reserved
  * before the restart and still has to write (a create in flight) looks
  * free until that client's regrant GET takes it again.  Placement is only
@@ -140,6 +142,8 @@
 #define CACHE_FULL_RECHECK_MS 2000
 /* ... and one in its reclaim grace period (EAGAIN), which ends within seconds. */
 #define CACHE_GRACE_RECHECK_MS 250
+/* ... and one without a session (ENOTCONN), tried again as the client reconnects. */
+#define CACHE_AWAY_RECHECK_MS  1000
 #define CACHE_REGRANT_RETRY_MS 100
 /* A set refused with -EBUSY (pinned by our previous set) is sent again after this. */
 #define CACHE_BUSY_RETRY_MS 5
@@ -1403,7 +1407,8 @@ uint16_t cache_alloc_device(struct ngnfs_cache *cache, uint16_t device)
 		if (pool->full_until_ms <= now) {
 			/* Time to ask again: frees may have made room, the grace may be over. */
 			pool->full_until_ms = 0;
-			if (pool->error == -ENOSPC || pool->error == -EAGAIN)
+			if (pool->error == -ENOSPC || pool->error == -EAGAIN ||
+			    pool->error == -ENOTCONN)
 				pool->error = 0;
 			return candidate;
 		}
@@ -1450,6 +1455,14 @@ void cache_refill_pool(struct ngnfs_cache *cache, uint16_t device)
 		pool->grace_logged = true;
 		pool->full_until_ms = cache_now_ms() + CACHE_GRACE_RECHECK_MS;
 		pool->error = ret;
+	} else if (ret == -ENOTCONN) {
+		if (!pool->away_logged)
+			ngnfs_cache_log("device %u cannot be reached: new blocks come from the "
+					"other devices until it answers\n",
+					device);
+		pool->away_logged = true;
+		pool->full_until_ms = cache_now_ms() + CACHE_AWAY_RECHECK_MS;
+		pool->error = ret;
 	} else if (ret < 0) {
 		ngnfs_cache_log("ALLOC of %u blocks on device %u failed: %s (%d)\n", batch, device,
 				strerror(-ret), ret);
@@ -1457,6 +1470,7 @@ void cache_refill_pool(struct ngnfs_cache *cache, uint16_t device)
 	} else {
 		pool->full_until_ms = 0;
 		pool->grace_logged = false;
+		pool->away_logged = false;
 	}
 	for (i = 0; i < allocated; i++) {
 		/* A device hands out its own blocks; anything else is not trusted. */

@@ -948,6 +948,17 @@ void test_mount_with_device_down(void)
 	EXPECT_RET(ngnfs_mount(&options, &fs), 0);
 	check_statfs_without(fs, down, 0, "with a device never reached");
 	make(fs, &root, "on-the-root-device", S_IFREG | 0644);
+	/* new directories whose names hash to the missing device go elsewhere */
+	for (i = 0; i < 30; i++) {
+		struct ngnfs_handle placed;
+
+		snprintf(name, sizeof(name), "while-away-%d", i);
+		ret = ngnfs_create(fs, &root, name, S_IFDIR | 0755, 0, 0, 0, &placed, NULL);
+		CHECK(ret == 0 && (unsigned int)(placed.ino >> 48) != down,
+		      "mkdir %s with device %u away: expected it on another device, got %d (%s), "
+		      "device %u",
+		      name, down, ret, ngnfs_last_error(), (unsigned int)(placed.ino >> 48));
+	}
 	EXPECT_RET(ngnfs_getattr(fs, &dir, &attr), -EAGAIN);
 	EXPECT_RET(ngnfs_create(fs, &dir, "new", S_IFREG | 0644, 0, 0, 0, NULL, NULL), -EAGAIN);
 	/* away longer than the reclaim timeout: an error, not "try again" forever */
