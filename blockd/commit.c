@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "commit.h"
+#include "commit_log.h"
 #include "log.h"
 
 struct commit_batch {
@@ -72,7 +73,9 @@ static void *commit_thread(void *arg)
 			usleep(committer->delay_ms * 1000U);
 		if (committer->fail_at && committer->batches + 1 == committer->fail_at)
 			store_failed(batch, "injected by --fail-commit-at (tests only)");
-		if (rocksdb_writebatch_count(batch->batch) > 0)
+		if (rocksdb_writebatch_count(batch->batch) > 0 && committer->log)
+			commit_log_write(committer->log, committer->db, batch->batch, &error);
+		else if (rocksdb_writebatch_count(batch->batch) > 0)
 			rocksdb_write(committer->db, committer->write_options, batch->batch,
 				      &error);
 		if (error)
@@ -126,13 +129,14 @@ static void done_callback(evutil_socket_t fd, short what, void *arg)
 	complete_done(arg);
 }
 
-int commit_start(struct committer *committer, rocksdb_t *db, bool sync, uint32_t max_batch,
-		 uint32_t delay_ms, uint32_t fail_at, struct event_base *base)
+int commit_start(struct committer *committer, rocksdb_t *db, struct commit_log *log, bool sync,
+		 uint32_t max_batch, uint32_t delay_ms, uint32_t fail_at, struct event_base *base)
 {
 	int ret;
 
 	memset(committer, 0, sizeof(*committer));
 	committer->db = db;
+	committer->log = sync ? log : NULL;
 	committer->max_batch = max_batch;
 	committer->delay_ms = delay_ms;
 	committer->fail_at = fail_at;

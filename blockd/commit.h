@@ -5,9 +5,10 @@
 /*
  * Group commit: every change blockd makes to its store goes through one
  * commit thread, which writes everything queued since its last write as
- * ONE RocksDB write batch with one WAL sync, then hands the requests back
- * to the event loop, which replies and changes in-memory state (grants,
- * versions) only then.
+ * ONE RocksDB write batch made durable by one write (a commit log record,
+ * commit_log.h, or a synced RocksDB write without it), then hands the
+ * requests back to the event loop, which replies and changes in-memory
+ * state (grants, versions) only then.
  *
  * The event loop adds its puts directly to the batch being gathered
  * (commit_begin() returns it under the queue lock, commit_end() queues
@@ -52,8 +53,11 @@ struct commit_batch;
 /* blockd's exit status after a group commit failed (see above). */
 #define BLOCKD_EXIT_STORE_FAILED 3
 
+struct commit_log;
+
 struct committer {
 	rocksdb_t *db;
+	struct commit_log *log; /* NULL: synced RocksDB writes */
 	rocksdb_writeoptions_t *write_options;
 	uint32_t max_batch;
 	uint32_t delay_ms; /* tests only: widens the window of a write in flight */
@@ -74,8 +78,9 @@ struct committer {
 	uint64_t ops;
 };
 
-int commit_start(struct committer *committer, rocksdb_t *db, bool sync, uint32_t max_batch,
-		 uint32_t delay_ms, uint32_t fail_at, struct event_base *base);
+/* log (NULL for none) makes batches durable when sync is set. */
+int commit_start(struct committer *committer, rocksdb_t *db, struct commit_log *log, bool sync,
+		 uint32_t max_batch, uint32_t delay_ms, uint32_t fail_at, struct event_base *base);
 /* Writes everything still queued, completes it, and joins the thread. */
 void commit_stop(struct committer *committer);
 

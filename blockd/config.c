@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "format-store.h"
 #include "log.h"
 
 enum setting_kind { SETTING_STRING, SETTING_U32, SETTING_U64, SETTING_BOOL, SETTING_LEVEL };
@@ -62,6 +63,14 @@ static const struct setting settings[] = {
 	{ "fail_commit_at", SETTING_U32, FIELD(fail_commit_at), 0, 1000000000,
 	  "tests only: group commit N (1 = the first) fails as a disk error would "
 	  "(default 0: never)" },
+	{ "commit_log", SETTING_BOOL, FIELD(commit_log), 0, 0,
+	  "true (default): group commits are made durable by the commit log; false: by a "
+	  "synced RocksDB write (slower)" },
+	{ "commit_log_mb", SETTING_U32, FIELD(commit_log_mb), NGNFS_COMMIT_LOG_MIN_MB, 65536,
+	  "size of the commit log when it is created, MiB (default 64)" },
+	{ "commit_log_only_after", SETTING_U32, FIELD(commit_log_only_after), 0, 1000000000,
+	  "tests only: after N logged group commits, write only the commit log, as if RocksDB "
+	  "had lost them (default 0: never)" },
 	{ "total_blocks", SETTING_U64, FIELD(total_blocks), 1, 1ULL << 48,
 	  "device capacity in blocks, fixed when the store is created (default 2^32)" },
 	{ "resolve_timeout_ms", SETTING_U32, FIELD(resolve_timeout_ms), 100, 86400000,
@@ -244,6 +253,8 @@ int blockd_config_parse(struct blockd_config *config, int argc, char **argv)
 	config->sync = true;
 	config->cache_mb = 64;
 	config->commit_max_batch = 1024;
+	config->commit_log = true;
+	config->commit_log_mb = NGNFS_COMMIT_LOG_DEFAULT_MB;
 	config->total_blocks = 1ULL << 32;
 	config->resolve_timeout_ms = 10000;
 	config->max_sessions = 512;

@@ -29,6 +29,9 @@ struct blockd_config {
 	uint32_t commit_max_batch;
 	uint32_t commit_delay_ms; /* tests only */
 	uint32_t fail_commit_at;  /* tests only */
+	bool commit_log;
+	uint32_t commit_log_mb;
+	uint32_t commit_log_only_after; /* tests only */
 	uint64_t total_blocks;
 	uint32_t resolve_timeout_ms;
 	uint32_t max_sessions;

@@ -21,6 +21,11 @@
  *
  * Version history:
  *  1: initial layout.
+ *  2: the commit log (a file next to the database, below) and its META
+ *     record; a version 1 store is upgraded when a blockd that knows
+ *     version 2 opens it (it has nothing to replay), and an older blockd
+ *     refuses a version 2 store instead of ignoring records only its
+ *     commit log holds.
  *
  * XXX:
  *  - Outcome records are never garbage collected (see docs/protocol.md).
@@ -33,7 +38,7 @@
 #include "format-msg.h"
 
 #define NGNFS_STORE_MAGIC	   0x4e475344U /* reads "DSGN" byte by byte on disk */
-#define NGNFS_STORE_FORMAT_VERSION 1
+#define NGNFS_STORE_FORMAT_VERSION 2
 
 /* Key kinds: the first byte of every key. */
 enum ngnfs_store_key_kind {
@@ -49,6 +54,7 @@ enum ngnfs_store_meta_id {
 	NGNFS_STORE_META_IDENTITY = 1,	     /* struct ngnfs_store_identity */
 	NGNFS_STORE_META_HWM = 2,	     /* struct ngnfs_store_hwm */
 	NGNFS_STORE_META_SESSION_EPOCHS = 3, /* struct ngnfs_store_session_epochs */
+	NGNFS_STORE_META_COMMIT_LOG = 4,     /* struct ngnfs_store_commit_log */
 };
 
 #define NGNFS_STORE_META_KEY_SIZE   2
@@ -95,6 +101,46 @@ struct ngnfs_store_hwm {
 
 struct ngnfs_store_session_epochs {
 	__le64 limit;
+};
+
+/*
+ * Written with every batch that went through the commit log
+ * (blockd/commit_log.h): seq is that batch's log record (0 before any),
+ * next_offset where the record after it starts.  Absent: nothing logged.
+ */
+struct ngnfs_store_commit_log {
+	__le64 seq;
+	__le64 next_offset;
+};
+
+/*
+ * The commit log file, NGNFS_COMMIT_LOG_FILE in the database folder: a
+ * fixed-size ring of records at NGNFS_COMMIT_LOG_ALIGN-aligned offsets,
+ * each this header, payload_length bytes and zeros to the alignment.
+ * The payload of a BATCH record is a RocksDB write batch in RocksDB's own
+ * serialisation (rocksdb_writebatch_data), applied again as it is; a WRAP
+ * record (no payload) says the record with its seq is at offset 0.  crc
+ * is crc32c (seed 0) over the header with crc zero, then the payload;
+ * seq rises by one per BATCH record.
+ */
+#define NGNFS_COMMIT_LOG_MAGIC	    0x4c43474eU /* reads "NGCL" byte by byte on disk */
+#define NGNFS_COMMIT_LOG_ALIGN	    4096
+#define NGNFS_COMMIT_LOG_MIN_MB	    1
+#define NGNFS_COMMIT_LOG_DEFAULT_MB 64
+
+enum ngnfs_commit_log_kind {
+	NGNFS_COMMIT_LOG_BATCH = 1,
+	NGNFS_COMMIT_LOG_WRAP = 2,
+};
+
+struct ngnfs_commit_log_record {
+	__le32 magic;
+	__le32 crc;
+	__le64 seq;
+	__le32 payload_length;
+	__le16 kind;
+	__le16 reserved16;
+	uint8_t reserved[40];
 };
 
 /* crc is crc32c (seed 0) over the little-endian version then the data. */

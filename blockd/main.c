@@ -9,7 +9,8 @@
  * reading, lets every request already queued for the commit thread
  * become durable and be answered, and closes RocksDB cleanly, so a
  * restart finds every acknowledged write (a SIGKILL loses nothing
- * acknowledged either: replies are only sent after the WAL sync).
+ * acknowledged either: replies are only sent once the batch is durable,
+ * in the commit log or RocksDB's WAL).
  *
  * The port file is written (via rename, so readers never see half a
  * number) only once the listener accepts, which is what the test harness
@@ -233,9 +234,12 @@ static int run(struct blockd *server)
 	server->base = event_base_new();
 	if (!server->base)
 		return -ENOMEM;
-	ret = commit_start(&server->committer, server->store.db, server->config.sync,
-			   server->config.commit_max_batch, server->config.commit_delay_ms,
-			   server->config.fail_commit_at, server->base);
+	server->store.commit_log.only_after = server->config.commit_log_only_after;
+	ret = commit_start(&server->committer, server->store.db,
+			   server->config.commit_log ? &server->store.commit_log : NULL,
+			   server->config.sync, server->config.commit_max_batch,
+			   server->config.commit_delay_ms, server->config.fail_commit_at,
+			   server->base);
 	if (ret)
 		return ret;
 	ret = alloc_init(server);
@@ -290,20 +294,28 @@ static int run(struct blockd *server)
 		if (ret)
 			return ret;
 	}
-	log_info("serving %s on %s (port %u, %s, %llu blocks%s%s)", server->config.db,
+	log_info("serving %s on %s (port %u, %s, %llu blocks%s%s%s)", server->config.db,
 		 server->config.listen, port, server->store.formatted ? "formatted" : "unformatted",
 		 (unsigned long long)server->store.total_blocks,
 		 server->config.sync ? "" : ", sync=false: UNSAFE",
+		 server->config.sync && !server->config.commit_log ? ", no commit log" : "",
 		 server->in_grace ? ", reclaim grace" : "");
+	if (server->config.commit_log_only_after)
+		log_warn("tests only: after %u logged group commits only the commit log is "
+			 "written (--commit-log-only-after)",
+			 server->config.commit_log_only_after);
 
 	if (server->config.fail_commit_at)
 		log_warn("tests only: group commit %u will fail as a disk error would "
 			 "(--fail-commit-at)",
 			 server->config.fail_commit_at);
 	event_base_dispatch(server->base);
-	log_info("stopped after %llu group commits of %llu requests",
+	log_info("stopped after %llu group commits of %llu requests (commit log: %llu WAL syncs "
+		 "to reuse it, %llu batches too large for it)",
 		 (unsigned long long)server->committer.batches,
-		 (unsigned long long)server->committer.ops);
+		 (unsigned long long)server->committer.ops,
+		 (unsigned long long)server->store.commit_log.flushes,
+		 (unsigned long long)server->store.commit_log.direct_batches);
 	return 0;
 }
 

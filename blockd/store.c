@@ -180,11 +180,12 @@ static int read_identity(struct blockd_store *store)
 			store->path, le32toh(identity.magic), NGNFS_STORE_MAGIC);
 		return -EINVAL;
 	}
-	if (le32toh(identity.format_version) != NGNFS_STORE_FORMAT_VERSION) {
+	store->format_version = le32toh(identity.format_version);
+	if (store->format_version < 1 || store->format_version > NGNFS_STORE_FORMAT_VERSION) {
 		fprintf(stderr,
-			"blockd: database %s has store format version %u; this blockd knows only "
-			"version %u\n",
-			store->path, le32toh(identity.format_version), NGNFS_STORE_FORMAT_VERSION);
+			"blockd: database %s has store format version %u; this blockd knows "
+			"versions 1 to %u\n",
+			store->path, store->format_version, NGNFS_STORE_FORMAT_VERSION);
 		return -EPROTONOSUPPORT;
 	}
 	store->formatted = le32toh(identity.flags) & NGNFS_STORE_IDENTITY_FORMATTED;
@@ -218,6 +219,27 @@ void store_put_identity(rocksdb_writebatch_t *batch, const struct blockd_store *
 			       sizeof(identity));
 }
 
+/* The identity record, at the current format version, synced. */
+static int write_identity(struct blockd_store *store, const char *what)
+{
+	rocksdb_writeoptions_t *write_options = rocksdb_writeoptions_create();
+	rocksdb_writebatch_t *batch = rocksdb_writebatch_create();
+	char *error = NULL;
+
+	store_put_identity(batch, store);
+	rocksdb_writeoptions_set_sync(write_options, 1);
+	rocksdb_write(store->db, write_options, batch, &error);
+	rocksdb_writebatch_destroy(batch);
+	rocksdb_writeoptions_destroy(write_options);
+	if (error) {
+		fprintf(stderr, "blockd: cannot %s database %s: %s\n", what, store->path, error);
+		rocksdb_free(error);
+		return -EIO;
+	}
+	store->format_version = NGNFS_STORE_FORMAT_VERSION;
+	return 0;
+}
+
 int store_open(struct blockd_store *store, const struct blockd_config *config)
 {
 	char *error = NULL;
@@ -225,6 +247,7 @@ int store_open(struct blockd_store *store, const struct blockd_config *config)
 	int ret;
 
 	memset(store, 0, sizeof(*store));
+	store->commit_log.fd = -1;
 	store->path = strdup(config->db);
 	if (!store->path)
 		return -ENOMEM;
@@ -251,29 +274,40 @@ int store_open(struct blockd_store *store, const struct blockd_config *config)
 	}
 
 	if (store->created) {
-		rocksdb_writeoptions_t *write_options = rocksdb_writeoptions_create();
-		rocksdb_writebatch_t *batch = rocksdb_writebatch_create();
-
 		store->total_blocks = config->total_blocks;
-		store_put_identity(batch, store);
-		rocksdb_writeoptions_set_sync(write_options, 1);
-		rocksdb_write(store->db, write_options, batch, &error);
-		rocksdb_writebatch_destroy(batch);
-		rocksdb_writeoptions_destroy(write_options);
-		if (error) {
-			fprintf(stderr, "blockd: cannot initialize new database %s: %s\n",
-				config->db, error);
-			rocksdb_free(error);
-			return -EIO;
+		ret = write_identity(store, "initialize new");
+	} else {
+		/* before the identity: a FORMAT may be among the records to replay */
+		ret = commit_log_open(&store->commit_log, store->db, store->read_options,
+				      config->db, config->commit_log_mb);
+		if (!ret)
+			ret = read_identity(store);
+		if (!ret && store->format_version < NGNFS_STORE_FORMAT_VERSION) {
+			log_info("database %s: store format version %u upgraded to %u", config->db,
+				 store->format_version, NGNFS_STORE_FORMAT_VERSION);
+			ret = write_identity(store, "upgrade");
 		}
-		return 0;
+		return ret;
 	}
-	ret = read_identity(store);
+	if (!ret)
+		ret = commit_log_open(&store->commit_log, store->db, store->read_options,
+				      config->db, config->commit_log_mb);
 	return ret;
 }
 
 void store_close(struct blockd_store *store)
 {
+	if (store->db && store->commit_log.fd >= 0) {
+		char *error = NULL;
+
+		/* RocksDB durable at a clean stop, as it was before the commit log */
+		rocksdb_flush_wal(store->db, 1, &error);
+		if (error) {
+			log_error("RocksDB WAL sync at stop failed: %s", error);
+			rocksdb_free(error);
+		}
+	}
+	commit_log_close(&store->commit_log);
 	if (store->db)
 		rocksdb_close(store->db);
 	if (store->read_options)
@@ -286,6 +320,7 @@ void store_close(struct blockd_store *store)
 		rocksdb_cache_destroy(store->cache);
 	free(store->path);
 	memset(store, 0, sizeof(*store));
+	store->commit_log.fd = -1;
 }
 
 int store_read_block(struct blockd_store *store, uint64_t index, uint64_t *version, uint8_t *data)

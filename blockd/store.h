@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "commit_log.h"
 #include "config.h"
 #include "format-store.h"
 
@@ -43,6 +44,8 @@ struct blockd_store {
 	uint32_t device_count;
 	uint64_t hwm;		      /* durable high-water mark at open */
 	uint64_t session_epoch_limit; /* durable: epochs below it may be in use */
+	uint32_t format_version;      /* as found; upgraded to the current one at open */
+	struct commit_log commit_log; /* replayed at open; written by the commit thread */
 };
 
 int store_open(struct blockd_store *store, const struct blockd_config *config);

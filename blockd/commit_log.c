@@ -1,0 +1,427 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/*
+ * The commit log (see commit_log.h for why it exists and how a crash is
+ * recovered).
+ *
+ * Only the commit thread writes the log, one record at a time, so there
+ * is no locking here.  Records are built in one aligned buffer and
+ * written with a single pwrite, so that with O_DIRECT | O_DSYNC a record
+ * is one device write that is durable when the call returns; the space a
+ * record may take is bounded by half the log so that a lap always holds
+ * at least two of them.
+ */
+
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "commit_log.h"
+#include "format-store.h"
+#include "log.h"
+#include "msg.h"
+#include "store.h"
+
+#define HEADER_SIZE sizeof(struct ngnfs_commit_log_record)
+
+_Static_assert(sizeof(struct ngnfs_commit_log_record) == 64, "commit log record header");
+_Static_assert(sizeof(struct ngnfs_store_commit_log) == 16, "commit log META record");
+
+static uint64_t align_up(uint64_t length)
+{
+	return (length + NGNFS_COMMIT_LOG_ALIGN - 1) & ~(uint64_t)(NGNFS_COMMIT_LOG_ALIGN - 1);
+}
+
+/* An error message the way RocksDB gives them: allocated, for the caller to report. */
+static void set_error(char **error, const char *what, int err)
+{
+	if (asprintf(error, "commit log: %s: %s", what, strerror(err)) < 0)
+		*error = NULL;
+	if (!*error)
+		*error = strdup("commit log: out of memory");
+}
+
+static int ensure_buffer(struct commit_log *log, size_t size)
+{
+	void *buffer;
+
+	if (log->buffer_size >= size)
+		return 0;
+	if (posix_memalign(&buffer, NGNFS_COMMIT_LOG_ALIGN, size))
+		return -ENOMEM;
+	free(log->buffer);
+	log->buffer = buffer;
+	log->buffer_size = size;
+	return 0;
+}
+
+static void put_meta(rocksdb_writebatch_t *batch, uint64_t seq, uint64_t next_offset)
+{
+	struct ngnfs_store_commit_log value = {
+		.seq = htole64(seq),
+		.next_offset = htole64(next_offset),
+	};
+	uint8_t key[NGNFS_STORE_META_KEY_SIZE];
+
+	store_meta_key(key, NGNFS_STORE_META_COMMIT_LOG);
+	rocksdb_writebatch_put(batch, (const char *)key, sizeof(key), (const char *)&value,
+			       sizeof(value));
+}
+
+static uint32_t record_crc(const struct ngnfs_commit_log_record *header, const uint8_t *payload,
+			   uint32_t payload_length)
+{
+	struct ngnfs_commit_log_record copy = *header;
+
+	copy.crc = 0;
+	return ngnfs_crc32c(ngnfs_crc32c(0, &copy, sizeof(copy)), payload, payload_length);
+}
+
+/* Builds a record in the buffer (large enough already); returns its length. */
+static size_t build_record(struct commit_log *log, uint16_t kind, uint64_t seq, const void *payload,
+			   uint32_t payload_length)
+{
+	struct ngnfs_commit_log_record header;
+	size_t length = align_up(HEADER_SIZE + payload_length);
+
+	memset(&header, 0, sizeof(header));
+	header.magic = htole32(NGNFS_COMMIT_LOG_MAGIC);
+	header.seq = htole64(seq);
+	header.payload_length = htole32(payload_length);
+	header.kind = htole16(kind);
+	if (payload_length)
+		memcpy(log->buffer + HEADER_SIZE, payload, payload_length);
+	memset(log->buffer + HEADER_SIZE + payload_length, 0,
+	       length - HEADER_SIZE - payload_length);
+	header.crc = htole32(record_crc(&header, log->buffer + HEADER_SIZE, payload_length));
+	memcpy(log->buffer, &header, sizeof(header));
+	return length;
+}
+
+static int write_buffer(struct commit_log *log, uint64_t offset, size_t length)
+{
+	ssize_t done = pwrite(log->fd, log->buffer, length, (off_t)offset);
+
+	if (done != (ssize_t)length)
+		return done < 0 ? -errno : -EIO;
+	if (!log->direct && fdatasync(log->fd) < 0)
+		return -errno;
+	return 0;
+}
+
+void commit_log_write(struct commit_log *log, rocksdb_t *db, rocksdb_writebatch_t *batch,
+		      char **error)
+{
+	uint64_t seq = log->last_seq + 1;
+	uint64_t offset = log->write_offset;
+	size_t batch_size, payload_length, length, needed;
+	const char *payload;
+	bool wrap;
+	int ret;
+
+	rocksdb_writebatch_data(batch, &batch_size);
+	payload_length = batch_size + log->meta_put_size;
+	length = align_up(HEADER_SIZE + payload_length);
+	if (length > log->size / 2) {
+		/* A synced write makes everything before it durable as well. */
+		put_meta(batch, log->last_seq, log->write_offset);
+		rocksdb_write(db, log->synced, batch, error);
+		if (!*error) {
+			log->used = 0;
+			log->direct_batches++;
+		}
+		return;
+	}
+	wrap = offset + length > log->size;
+	needed = length + (wrap ? log->size - offset : 0);
+	if (log->used + needed > log->size) {
+		/* The record would overwrite ones RocksDB may only have in memory. */
+		rocksdb_flush_wal(db, 1, error);
+		if (*error)
+			return;
+		log->used = 0;
+		log->flushes++;
+	}
+	ret = ensure_buffer(log, length);
+	if (ret) {
+		set_error(error, "record buffer", -ret);
+		return;
+	}
+	if (wrap) {
+		build_record(log, NGNFS_COMMIT_LOG_WRAP, seq, NULL, 0);
+		ret = write_buffer(log, offset, NGNFS_COMMIT_LOG_ALIGN);
+		if (ret) {
+			set_error(error, "write of a wrap record", -ret);
+			return;
+		}
+		offset = 0;
+	}
+	put_meta(batch, seq, (offset + length) % log->size);
+	payload = rocksdb_writebatch_data(batch, &batch_size);
+	if (batch_size != payload_length) {
+		set_error(error, "the batch's size is not what its META record should add", EPROTO);
+		return;
+	}
+	build_record(log, NGNFS_COMMIT_LOG_BATCH, seq, payload, (uint32_t)payload_length);
+	ret = write_buffer(log, offset, length);
+	if (ret) {
+		set_error(error, "write of a record", -ret);
+		return;
+	}
+	log->write_offset = (offset + length) % log->size;
+	log->used += needed;
+	log->last_seq = seq;
+	if (log->only_after && seq > log->only_after)
+		return; /* tests only: RocksDB "lost" it; the replay must bring it back */
+	rocksdb_write(db, log->unsynced, batch, error);
+}
+
+/* A new log: zeros written to the end and synced, so that records overwrite in place. */
+static int create_log(const char *path, uint64_t size)
+{
+	char temporary[4096 + 8];
+	size_t chunk = 1 << 20;
+	char *zeros = calloc(1, chunk);
+	int fd, ret = 0;
+
+	snprintf(temporary, sizeof(temporary), "%s.new", path);
+	fd = open(temporary, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || !zeros) {
+		ret = fd < 0 ? -errno : -ENOMEM;
+		goto out;
+	}
+	for (uint64_t written = 0; written < size && !ret; written += chunk) {
+		if (write(fd, zeros, chunk) != (ssize_t)chunk)
+			ret = -EIO;
+	}
+	if (!ret && fsync(fd) < 0)
+		ret = -errno;
+	if (!ret && rename(temporary, path) < 0)
+		ret = -errno;
+out:
+	if (fd >= 0)
+		close(fd);
+	if (ret)
+		unlink(temporary);
+	free(zeros);
+	return ret;
+}
+
+static int read_meta(rocksdb_t *db, rocksdb_readoptions_t *read_options, uint64_t *seq,
+		     uint64_t *next_offset)
+{
+	struct ngnfs_store_commit_log record;
+	uint8_t key[NGNFS_STORE_META_KEY_SIZE];
+	char *error = NULL;
+	size_t length;
+	char *value;
+
+	*seq = 0;
+	*next_offset = 0;
+	store_meta_key(key, NGNFS_STORE_META_COMMIT_LOG);
+	value = rocksdb_get(db, read_options, (const char *)key, sizeof(key), &length, &error);
+	if (error) {
+		fprintf(stderr, "blockd: cannot read the commit log position: %s\n", error);
+		rocksdb_free(error);
+		return -EIO;
+	}
+	if (!value)
+		return 0;
+	if (length != sizeof(record)) {
+		fprintf(stderr,
+			"blockd: the commit log position record is %zu bytes, expected %zu\n",
+			length, sizeof(record));
+		rocksdb_free(value);
+		return -EINVAL;
+	}
+	memcpy(&record, value, sizeof(record));
+	rocksdb_free(value);
+	*seq = le64toh(record.seq);
+	*next_offset = le64toh(record.next_offset);
+	return 0;
+}
+
+/*
+ * Applies the records that follow seq at offset, for as long as each is
+ * whole and the next in sequence; leaves the writer after the last one.
+ */
+static int replay(struct commit_log *log, rocksdb_t *db, uint64_t seq, uint64_t offset,
+		  uint64_t *applied)
+{
+	*applied = 0;
+	for (;;) {
+		struct ngnfs_commit_log_record header;
+		rocksdb_writebatch_t *batch;
+		uint32_t payload_length;
+		char *error = NULL;
+		uint64_t length;
+		uint16_t kind;
+
+		if (ensure_buffer(log, NGNFS_COMMIT_LOG_ALIGN))
+			return -ENOMEM;
+		if (pread(log->fd, log->buffer, NGNFS_COMMIT_LOG_ALIGN, (off_t)offset) !=
+		    NGNFS_COMMIT_LOG_ALIGN) {
+			fprintf(stderr, "blockd: cannot read the commit log at %llu: %s\n",
+				(unsigned long long)offset, strerror(errno));
+			return -EIO;
+		}
+		memcpy(&header, log->buffer, sizeof(header));
+		if (le32toh(header.magic) != NGNFS_COMMIT_LOG_MAGIC ||
+		    le64toh(header.seq) != seq + 1)
+			break;
+		kind = le16toh(header.kind);
+		payload_length = le32toh(header.payload_length);
+		length = align_up(HEADER_SIZE + (uint64_t)payload_length);
+		if (kind == NGNFS_COMMIT_LOG_WRAP) {
+			if (offset == 0 || payload_length ||
+			    record_crc(&header, log->buffer + HEADER_SIZE, 0) !=
+				le32toh(header.crc))
+				break;
+			offset = 0;
+			continue;
+		}
+		if (kind != NGNFS_COMMIT_LOG_BATCH || length > log->size / 2 ||
+		    length > log->size - offset)
+			break;
+		if (ensure_buffer(log, length))
+			return -ENOMEM;
+		if (length > NGNFS_COMMIT_LOG_ALIGN &&
+		    pread(log->fd, log->buffer, length, (off_t)offset) != (ssize_t)length) {
+			fprintf(stderr, "blockd: cannot read the commit log at %llu: %s\n",
+				(unsigned long long)offset, strerror(errno));
+			return -EIO;
+		}
+		if (record_crc(&header, log->buffer + HEADER_SIZE, payload_length) !=
+		    le32toh(header.crc))
+			break; /* torn: the end of the log */
+		batch = rocksdb_writebatch_create_from((const char *)log->buffer + HEADER_SIZE,
+						       payload_length);
+		rocksdb_write(db, log->unsynced, batch, &error);
+		rocksdb_writebatch_destroy(batch);
+		if (error) {
+			fprintf(stderr, "blockd: applying commit log record %llu failed: %s\n",
+				(unsigned long long)(seq + 1), error);
+			rocksdb_free(error);
+			return -EIO;
+		}
+		(*applied)++;
+		seq++;
+		offset = (offset + length) % log->size;
+	}
+	log->last_seq = seq;
+	log->write_offset = offset;
+	return 0;
+}
+
+int commit_log_open(struct commit_log *log, rocksdb_t *db, rocksdb_readoptions_t *read_options,
+		    const char *db_path, uint32_t size_mb)
+{
+	rocksdb_writebatch_t *probe = rocksdb_writebatch_create();
+	rocksdb_flushoptions_t *flush_options;
+	uint64_t seq, next_offset, applied;
+	size_t before, after;
+	char *error = NULL;
+	char path[4096];
+	struct stat st;
+	int ret;
+
+	memset(log, 0, sizeof(*log));
+	log->fd = -1;
+	log->unsynced = rocksdb_writeoptions_create();
+	log->synced = rocksdb_writeoptions_create();
+	rocksdb_writeoptions_set_sync(log->synced, 1);
+	rocksdb_writebatch_data(probe, &before);
+	put_meta(probe, 0, 0);
+	rocksdb_writebatch_data(probe, &after);
+	rocksdb_writebatch_destroy(probe);
+	log->meta_put_size = after - before;
+
+	snprintf(path, sizeof(path), "%s/%s", db_path, NGNFS_COMMIT_LOG_FILE);
+	if (stat(path, &st) < 0) {
+		if (errno != ENOENT) {
+			fprintf(stderr, "blockd: cannot look at commit log %s: %s\n", path,
+				strerror(errno));
+			return -EIO;
+		}
+		ret = create_log(path, (uint64_t)size_mb << 20);
+		if (ret) {
+			fprintf(stderr, "blockd: cannot create commit log %s (%u MiB): %s\n", path,
+				size_mb, strerror(-ret));
+			return -EIO;
+		}
+		if (stat(path, &st) < 0)
+			return -EIO;
+	}
+	log->size = (uint64_t)st.st_size;
+	if (log->size % NGNFS_COMMIT_LOG_ALIGN ||
+	    log->size < ((uint64_t)NGNFS_COMMIT_LOG_MIN_MB << 20)) {
+		fprintf(stderr,
+			"blockd: commit log %s is %llu bytes, not a whole number of %u-byte "
+			"records of at least %u MiB: not a log this blockd wrote\n",
+			path, (unsigned long long)log->size, NGNFS_COMMIT_LOG_ALIGN,
+			NGNFS_COMMIT_LOG_MIN_MB);
+		return -EINVAL;
+	}
+	log->fd = open(path, O_RDWR | O_DIRECT | O_DSYNC | O_CLOEXEC);
+	log->direct = log->fd >= 0;
+	if (log->fd < 0 && errno == EINVAL)
+		log->fd = open(path, O_RDWR | O_CLOEXEC); /* no O_DIRECT here (tmpfs) */
+	if (log->fd < 0) {
+		fprintf(stderr, "blockd: cannot open commit log %s: %s\n", path, strerror(errno));
+		return -EIO;
+	}
+	if (!log->direct)
+		log_warn("commit log %s: O_DIRECT refused, records are fdatasync'd instead", path);
+
+	ret = read_meta(db, read_options, &seq, &next_offset);
+	if (ret)
+		return ret;
+	if (next_offset % NGNFS_COMMIT_LOG_ALIGN || next_offset >= log->size) {
+		fprintf(stderr,
+			"blockd: the database says the commit log continues at %llu, outside the "
+			"%llu-byte log %s\n",
+			(unsigned long long)next_offset, (unsigned long long)log->size, path);
+		return -EINVAL;
+	}
+	ret = replay(log, db, seq, next_offset, &applied);
+	if (ret)
+		return ret;
+	/*
+	 * What RocksDB recovered or was just given is durable before any of
+	 * the log is overwritten: from here on the whole log is free.
+	 */
+	flush_options = rocksdb_flushoptions_create();
+	rocksdb_flushoptions_set_wait(flush_options, 1);
+	rocksdb_flush(db, flush_options, &error);
+	rocksdb_flushoptions_destroy(flush_options);
+	if (error) {
+		fprintf(stderr, "blockd: cannot flush the database after the commit log: %s\n",
+			error);
+		rocksdb_free(error);
+		return -EIO;
+	}
+	if (applied)
+		log_info("commit log: applied %llu group commits RocksDB had not kept (records "
+			 "%llu to %llu)",
+			 (unsigned long long)applied,
+			 (unsigned long long)(log->last_seq - applied + 1),
+			 (unsigned long long)log->last_seq);
+	return 0;
+}
+
+void commit_log_close(struct commit_log *log)
+{
+	if (log->fd >= 0)
+		close(log->fd);
+	if (log->unsynced)
+		rocksdb_writeoptions_destroy(log->unsynced);
+	if (log->synced)
+		rocksdb_writeoptions_destroy(log->synced);
+	free(log->buffer);
+	memset(log, 0, sizeof(*log));
+	log->fd = -1;
+}
