@@ -180,8 +180,12 @@ void commit_log_write(struct commit_log *log, rocksdb_t *db, rocksdb_writebatch_
 	rocksdb_write(db, log->unsynced, batch, error);
 }
 
-/* A new log: zeros written to the end and synced, so that records overwrite in place. */
-static int create_log(const char *path, uint64_t size)
+/*
+ * A new log: zeros written to the end and synced, so that records
+ * overwrite in place; renamed into place and the folder synced, so that
+ * the file a record was made durable in is still there after a power cut.
+ */
+static int create_log(const char *db_path, const char *path, uint64_t size)
 {
 	char temporary[4096 + 8];
 	size_t chunk = 1 << 20;
@@ -202,6 +206,14 @@ static int create_log(const char *path, uint64_t size)
 		ret = -errno;
 	if (!ret && rename(temporary, path) < 0)
 		ret = -errno;
+	if (!ret) {
+		int dir = open(db_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (dir < 0 || fsync(dir) < 0)
+			ret = -errno;
+		if (dir >= 0)
+			close(dir);
+	}
 out:
 	if (fd >= 0)
 		close(fd);
@@ -347,7 +359,7 @@ int commit_log_open(struct commit_log *log, rocksdb_t *db, rocksdb_readoptions_t
 				strerror(errno));
 			return -EIO;
 		}
-		ret = create_log(path, (uint64_t)size_mb << 20);
+		ret = create_log(db_path, path, (uint64_t)size_mb << 20);
 		if (ret) {
 			fprintf(stderr, "blockd: cannot create commit log %s (%u MiB): %s\n", path,
 				size_mb, strerror(-ret));
