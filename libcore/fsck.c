@@ -590,6 +590,27 @@ int ngnfs_fsck_reclaim_orphans(struct ngnfs_fs *fs, bool force, ngnfs_fsck_line_
 	for (i = 0; i < args.count; i++) {
 		bool freed;
 
+		/*
+		 * A gateway that started since may be serving an NFS client
+		 * that reclaims its open of this very file: checked again
+		 * before each one, the window is one orphan long.
+		 */
+		if (!force && i > 0) {
+			ret = other_clients(fs, fn, arg, &others);
+			if (ret < 0)
+				break;
+			if (others) {
+				ret = ngnfs_fail_quiet(
+				    -EBUSY,
+				    "another client connected while orphans were being freed (%llu "
+				    "sessions): %llu freed, %zu not; stop every gateway and run "
+				    "again",
+				    (unsigned long long)others, (unsigned long long)*reclaimed,
+				    args.count - i);
+				*left += args.count - i;
+				break;
+			}
+		}
 		ret = ngnfs_namei_reclaim_orphan_ino(fs, args.inos[i], &freed);
 		if (ret < 0) {
 			ret = ngnfs_fail(ret, "reclaiming orphan inode %llu: %s",

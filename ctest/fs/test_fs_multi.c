@@ -691,6 +691,25 @@ static uint64_t used_blocks(struct ngnfs_fs *fs)
 	return used;
 }
 
+/* A client that connects as soon as the first orphan is freed (a gateway starting meanwhile). */
+struct late_client {
+	struct ngnfs_fs *fs;
+	unsigned int freed_lines;
+	bool refusal_named;
+};
+
+static void connect_after_first_free(void *arg, bool problem, const char *line)
+{
+	struct late_client *late = arg;
+
+	if (strstr(line, " freed"))
+		late->freed_lines++;
+	if (problem && strstr(line, "other client connected"))
+		late->refusal_named = true;
+	if (late->freed_lines == 1 && !late->fs)
+		late->fs = mount_fs(NGNFS_MOUNT_STABLE);
+}
+
 /*
  * orphans_reclaimed_after_crash: a gateway that stops with a file still
  * open after its last name went (an unmount without the close is what a
@@ -699,7 +718,9 @@ static uint64_t used_blocks(struct ngnfs_fs *fs)
  * client may still have the file open), frees the orphan once none is,
  * giving its blocks back, and a second run finds nothing; fsck counts the
  * orphan before and none after.  --force frees an orphan a connected
- * client still has open, whose handle then answers -ESTALE.
+ * client still has open, whose handle then answers -ESTALE.  A client
+ * that connects while orphans are being freed stops the run before the
+ * next one.
  */
 void test_orphans_reclaimed_after_crash(void)
 {
@@ -780,6 +801,33 @@ void test_orphans_reclaimed_after_crash(void)
 	}
 	EXPECT_RET(ngnfs_getattr(fs, &file, &(struct ngnfs_attr){ 0 }), -ESTALE);
 	EXPECT_RET(ngnfs_close(fs, &file), 0);
+	check_fsck_clean(fs);
+	{
+		struct late_client late = { 0 };
+		uint64_t reclaimed, left;
+
+		for (int i = 0; i < 2; i++) {
+			snprintf(expected, sizeof(expected), "open-at-crash-%d", i);
+			file = make(fs, &root, expected, S_IFREG | 0644);
+			EXPECT_RET(ngnfs_open(fs, &file), 0);
+			EXPECT_RET(ngnfs_unlink(fs, &root, expected), 0);
+		}
+		ngnfs_unmount(fs); /* a crash with two files open */
+		fs = mount_fs(NGNFS_MOUNT_STABLE);
+		EXPECT_RET(ngnfs_fsck_reclaim_orphans(fs, false, connect_after_first_free, &late,
+						      &reclaimed, &left),
+			   -EBUSY);
+		CHECK(late.fs && reclaimed == 1 && left == 1 && late.refusal_named &&
+			  strstr(ngnfs_last_error(), "1 freed, 1 not"),
+		      "a client connected after the first of two orphans: expected 1 freed, 1 "
+		      "left and the refusal, got %llu, %llu (\"%s\")",
+		      (unsigned long long)reclaimed, (unsigned long long)left, ngnfs_last_error());
+		ngnfs_unmount(late.fs);
+		EXPECT_RET(ngnfs_fsck_reclaim_orphans(fs, false, NULL, NULL, &reclaimed, &left), 0);
+		CHECK(reclaimed == 1 && left == 0,
+		      "the second run: expected the other orphan freed, got %llu freed, %llu left",
+		      (unsigned long long)reclaimed, (unsigned long long)left);
+	}
 	check_fsck_clean(fs);
 	ngnfs_unmount(fs);
 	unlink(output);
