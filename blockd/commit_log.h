@@ -44,8 +44,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define NGNFS_COMMIT_LOG_FILE "ngnfs-commit-log"
-
 struct commit_log {
 	int fd;
 	bool direct;	       /* O_DIRECT | O_DSYNC; else fdatasync per record */

@@ -123,6 +123,7 @@ struct ngnfs_store_commit_log {
  * is crc32c (seed 0) over the header with crc zero, then the payload;
  * seq rises by one per BATCH record.
  */
+#define NGNFS_COMMIT_LOG_FILE	    "ngnfs-commit-log"
 #define NGNFS_COMMIT_LOG_MAGIC	    0x4c43474eU /* reads "NGCL" byte by byte on disk */
 #define NGNFS_COMMIT_LOG_ALIGN	    4096
 #define NGNFS_COMMIT_LOG_MIN_MB	    1

@@ -283,9 +283,12 @@ int store_open(struct blockd_store *store, const struct blockd_config *config)
 		if (!ret)
 			ret = read_identity(store);
 		if (!ret && store->format_version < NGNFS_STORE_FORMAT_VERSION) {
-			log_info("database %s: store format version %u upgraded to %u", config->db,
-				 store->format_version, NGNFS_STORE_FORMAT_VERSION);
+			uint32_t old_version = store->format_version;
+
 			ret = write_identity(store, "upgrade");
+			if (!ret)
+				log_info("database %s: store format version %u upgraded to %u",
+					 config->db, old_version, NGNFS_STORE_FORMAT_VERSION);
 		}
 		return ret;
 	}

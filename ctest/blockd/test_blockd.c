@@ -1923,6 +1923,96 @@ static void case_commit_log_wraps(void)
 	stop(cluster);
 }
 
+/*
+ * Rewrites a stopped device's store as store format version `version`;
+ * for version 1 also as a blockd before the commit log left it: no log
+ * file, no commit log record.
+ */
+static void set_store_version(struct ngnfs_test_cluster *cluster, uint32_t version)
+{
+	const uint8_t identity_key[NGNFS_STORE_META_KEY_SIZE] = { NGNFS_STORE_KEY_META,
+								  NGNFS_STORE_META_IDENTITY };
+	const uint8_t log_key[NGNFS_STORE_META_KEY_SIZE] = { NGNFS_STORE_KEY_META,
+							     NGNFS_STORE_META_COMMIT_LOG };
+	rocksdb_options_t *options = rocksdb_options_create();
+	rocksdb_readoptions_t *read_options = rocksdb_readoptions_create();
+	rocksdb_writeoptions_t *write_options = rocksdb_writeoptions_create();
+	struct ngnfs_store_identity identity;
+	char *error = NULL, *value, path[4200];
+	rocksdb_t *rocks;
+	size_t length;
+
+	rocks = rocksdb_open(options, ngnfs_test_cluster_db_path(cluster, 0), &error);
+	if (error)
+		fail("cannot open the device's RocksDB: %s", error);
+	value = rocksdb_get(rocks, read_options, (const char *)identity_key, sizeof(identity_key),
+			    &length, &error);
+	if (!value || length != sizeof(identity))
+		fail("no identity record under its documented key");
+	memcpy(&identity, value, sizeof(identity));
+	rocksdb_free(value);
+	identity.format_version = htole32(version);
+	rocksdb_put(rocks, write_options, (const char *)identity_key, sizeof(identity_key),
+		    (const char *)&identity, sizeof(identity), &error);
+	if (!error && version == 1)
+		rocksdb_delete(rocks, write_options, (const char *)log_key, sizeof(log_key),
+			       &error);
+	if (error)
+		fail("cannot rewrite the identity: %s", error);
+	rocksdb_close(rocks);
+	rocksdb_options_destroy(options);
+	rocksdb_readoptions_destroy(read_options);
+	rocksdb_writeoptions_destroy(write_options);
+	snprintf(path, sizeof(path), "%s/%s", ngnfs_test_cluster_db_path(cluster, 0),
+		 NGNFS_COMMIT_LOG_FILE);
+	if (version == 1 && unlink(path) < 0)
+		fail("cannot remove the commit log %s: %s", path, strerror(errno));
+}
+
+/*
+ * A store of format version 1 (before the commit log) is upgraded when
+ * blockd opens it, its blocks intact and a new commit log made; a store of
+ * a version this blockd does not know is refused, naming the versions it
+ * knows.
+ */
+static void case_store_upgrade(void)
+{
+	struct ngnfs_test_cluster *cluster = start(1, (const char *[]){ "--grace-ms", "0", NULL });
+	char path[4200];
+	struct tc tc;
+
+	format_all(cluster);
+	open_session(&tc, cluster, 0, 0);
+	write_round(&tc, 42, 3, 1);
+	tc_close(&tc);
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, SIGTERM), 0);
+	set_store_version(cluster, 1);
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
+	if (!log_contains(cluster, 0, "store format version 1 upgraded to 2"))
+		fail("blockd did not say it upgraded the version 1 store");
+	snprintf(path, sizeof(path), "%s/%s", ngnfs_test_cluster_db_path(cluster, 0),
+		 NGNFS_COMMIT_LOG_FILE);
+	if (access(path, F_OK) != 0)
+		fail("no commit log %s after the upgrade", path);
+	open_session(&tc, cluster, 0, 0);
+	expect_round(&tc, 42, 3, 1, "after the upgrade");
+	write_round(&tc, 42, 3, 2);
+	tc_close(&tc);
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, SIGKILL), 0);
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
+	open_session(&tc, cluster, 0, 0);
+	expect_round(&tc, 42, 3, 2, "written after the upgrade, after kill -9");
+	tc_close(&tc);
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, SIGTERM), 0);
+	set_store_version(cluster, NGNFS_STORE_FORMAT_VERSION + 1);
+	if (ngnfs_test_cluster_restart(cluster, 0) == 0)
+		fail("blockd started on a store of format version %u",
+		     NGNFS_STORE_FORMAT_VERSION + 1);
+	if (!log_contains(cluster, 0, "knows versions 1 to 2"))
+		fail("blockd's refusal of an unknown store version did not name the ones it knows");
+	stop(cluster);
+}
+
 static void case_restart_sigterm(void)
 {
 	restart_keeps_writes(SIGTERM);
@@ -2560,6 +2650,7 @@ static const struct {
 	{ "restart_sigkill", case_restart_sigkill },
 	{ "commit_log_replay", case_commit_log_replay },
 	{ "commit_log_wraps", case_commit_log_wraps },
+	{ "store_upgrade", case_store_upgrade },
 	{ "grace", case_grace },
 	{ "primary_timeout", case_primary_timeout },
 	{ "resolved_sets_stay_resolved", case_resolved_sets_stay_resolved },
