@@ -278,6 +278,11 @@ static int load_inode(struct fsck *fsck, uint64_t ino, struct record *record)
 	record->parent = le64toh(args.copy.parent_ino);
 	record->entry_count = le64toh(args.copy.entry_count);
 	fsck->report->inodes++;
+	if (fsck->report->inodes % NGNFS_FSCK_PROGRESS_INODES == 0)
+		note(fsck, false, "checked %llu inodes so far (%llu directories, %llu entries)",
+		     (unsigned long long)fsck->report->inodes,
+		     (unsigned long long)fsck->report->directories,
+		     (unsigned long long)fsck->report->entries);
 	if (args.btree_error)
 		note(fsck, true, "inode %llu: %s", (unsigned long long)ino, ngnfs_last_error());
 	ret = claim_block(fsck, ino, ino, "inode");

@@ -51,8 +51,14 @@ struct ngnfs_fsck_report {
 	uint8_t fs_id[16]; /* the checked filesystem's, which the repair insists on */
 };
 
-/* problem false: progress or a note. */
+/*
+ * problem false: progress or a note.  A walk says how far it got every
+ * NGNFS_FSCK_PROGRESS_INODES inodes ("checked N inodes so far ..."): on
+ * an archive of millions of files it runs for a long time.
+ */
 typedef void (*ngnfs_fsck_line_fn)(void *arg, bool problem, const char *line);
+
+#define NGNFS_FSCK_PROGRESS_INODES 100000
 
 /*
  * Returns 0 when the walk completed (problems are in the report), else a
