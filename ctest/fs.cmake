@@ -57,6 +57,8 @@ ngnfs_add_cluster_test(NAME fs_real_mount_with_device_down
 # A gateway gone with a file open after its unlink: `ngnfs reclaim-orphans`.
 ngnfs_add_cluster_test(NAME fs_real_orphans_reclaimed_after_crash
 		       COMMAND test_fs_real orphans_reclaimed_after_crash TIMEOUT 180)
+# A filesystem of 2 devices grown to 3 (`ngnfs add-devices`).
+ngnfs_add_cluster_test(NAME fs_real_add_devices COMMAND test_fs_real add_devices TIMEOUT 180)
 # A writeback gateway killed with a create in memory: the lost file's handle
 # is stale, not the next file in its block.
 ngnfs_add_cluster_test(NAME fs_real_lost_create_handle_stale

@@ -127,6 +127,18 @@ struct ngnfs_mkfs_options {
  */
 int ngnfs_mkfs(const struct ngnfs_mkfs_options *options, uint8_t fs_id_out[16]);
 
+/*
+ * Grows a filesystem: options lists its devices followed by new,
+ * unformatted ones.  Formats the new ones, writes their fixed blocks and
+ * raises the superblock's device count, which every gateway then needs
+ * in its device list (mount refuses the old list).  Refused with -EBUSY
+ * while another client is connected, unless force (a gateway running on
+ * the old list cannot follow pointers to the new devices: restart it).
+ * Running it again after it completed, or after it stopped half way, is
+ * safe: *added says how many devices this run added (0: none to add).
+ */
+int ngnfs_add_devices(const struct ngnfs_mkfs_options *options, bool force, uint16_t *added);
+
 /* Checks the superblock, fs id and format version of every device. */
 int ngnfs_mount(const struct ngnfs_mount_options *options, struct ngnfs_fs **fs_out);
 /* Writes back everything dirty, then closes every session. */

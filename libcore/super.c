@@ -14,9 +14,12 @@
  * and sit at the index it is listed at), then checks the superblock
  * against it: fs id, format version, block size and device count.
  *
+ * add-devices grows the device count: block numbers carry their device
+ * index, so nothing on the old devices is rewritten; the new devices get
+ * their identity and fixed blocks, and the superblock its new count, the
+ * one change mount checks.
+ *
  * XXX:
- *  - Adding a device to an existing filesystem (append to the table,
- *    bump device_count) has no command yet.
  *  - Orphans left by a crashed client are not reclaimed at mount (another
  *    client may still have them open); fsck reports them.
  */
@@ -219,6 +222,199 @@ int ngnfs_mkfs(const struct ngnfs_mkfs_options *options, uint8_t fs_id_out[16])
 
 out_client:
 	ngnfs_client_destroy(client);
+	return ret;
+}
+
+struct grow_args {
+	uint16_t old_count;
+	uint16_t new_count;
+};
+
+/* The new devices' fixed blocks and the superblock's count, in one set. */
+static int grow_txn(struct ngnfs_txn *txn, void *arg)
+{
+	struct grow_args *args = arg;
+	uint64_t super_blkno = ngnfs_blkno_make(0, NGNFS_SUPER_INDEX);
+	struct ngnfs_super *super;
+	void *data;
+	int ret;
+
+	ret = ngnfs_txn_write(txn, super_blkno, &data);
+	if (ret < 0)
+		return ret;
+	super = data;
+	if (le32toh(super->device_count) != args->old_count)
+		return ngnfs_fail(-ESTALE,
+				  "add-devices: the superblock's device count changed meanwhile");
+	for (uint16_t device = args->old_count; device < args->new_count; device++) {
+		for (uint64_t index = 0; index < NGNFS_FIRST_ALLOC_INDEX; index++) {
+			ret = ngnfs_txn_write(txn, ngnfs_blkno_make(device, index), &data);
+			if (ret < 0)
+				return ret;
+			memset(data, 0, NGNFS_BLOCK_SIZE);
+		}
+	}
+	super->device_count = htole32(args->new_count);
+	return 0;
+}
+
+/* Sessions of other clients on the devices of the filesystem (this one excluded). */
+static int count_other_clients(struct ngnfs_client *client, uint16_t count, uint64_t *others)
+{
+	struct ngnfs_statfs_figures figures;
+	int ret;
+
+	*others = 0;
+	for (uint16_t device = 0; device < count; device++) {
+		ret = ngnfs_client_statfs_sync(client, device, &figures);
+		if (ret < 0)
+			return ngnfs_fail(ret, "add-devices: STATFS of device %u: %s", device,
+					  strerror(-ret));
+		if (figures.client_sessions > 1)
+			*others += figures.client_sessions - 1;
+	}
+	return 0;
+}
+
+int ngnfs_add_devices(const struct ngnfs_mkfs_options *options, bool force, uint16_t *added)
+{
+	uint64_t super_blkno = ngnfs_blkno_make(0, NGNFS_SUPER_INDEX);
+	struct ngnfs_client_config client_config;
+	struct ngnfs_cache_config cache_config = { 0 };
+	uint8_t fs_id[NGNFS_FS_ID_SIZE];
+	struct ngnfs_super super;
+	struct ngnfs_client *client;
+	struct ngnfs_cache *cache;
+	struct grow_args args;
+	struct ngnfs_msg info;
+	uint8_t *block = NULL;
+	uint64_t version, others;
+	uint16_t count = options->device_count, device;
+	int ret;
+
+	ngnfs_clear_error();
+	*added = 0;
+	if (count == 0 || !options->device_addresses)
+		return ngnfs_fail(-EINVAL, "add-devices: no devices given");
+	client_config_init(&client_config, options->device_addresses, count);
+	client_config.hello_flags = NGNFS_HELLO_FORMAT; /* the new ones are not formatted yet */
+	mkfs_progress(options, "connecting to %u devices", count);
+	ret = ngnfs_client_create(&client_config, &mkfs_client_ops, NULL, &client);
+	if (ret < 0)
+		return ngnfs_fail(ret, "add-devices: cannot connect to the devices (%s)",
+				  strerror(-ret));
+	ret = ngnfs_client_device_info(client, 0, &info);
+	if (ret == 0 && !(info.hello_reply.flags & NGNFS_HELLO_REPLY_FORMATTED))
+		ret = ngnfs_fail(-ENODEV,
+				 "add-devices: device 0 (%s) is not formatted: it holds "
+				 "the filesystem's superblock, so it comes first",
+				 options->device_addresses[0]);
+	if (ret < 0)
+		goto out_client;
+	memcpy(fs_id, info.hello_reply.fs_id, sizeof(fs_id));
+	block = malloc(NGNFS_BLOCK_SIZE);
+	if (!block) {
+		ret = -ENOMEM;
+		goto out_client;
+	}
+	ret = ngnfs_client_read_incoherent_sync(client, super_blkno, &version, block);
+	if (ret < 0) {
+		ngnfs_fail(ret, "add-devices: cannot read the superblock: %s", strerror(-ret));
+		goto out_client;
+	}
+	memcpy(&super, block, sizeof(super));
+	if (le32toh(super.header.magic) != NGNFS_MAGIC_SUPER ||
+	    memcmp(super.fs_id, fs_id, sizeof(fs_id))) {
+		ret =
+		    ngnfs_fail(-EIO, "add-devices: device 0 holds no superblock of its filesystem");
+		goto out_client;
+	}
+	args.old_count = (uint16_t)le32toh(super.device_count);
+	args.new_count = count;
+	if (args.old_count > count) {
+		ret =
+		    ngnfs_fail(-EINVAL,
+			       "add-devices: the filesystem has %u devices; list all of them, then "
+			       "the new ones (%u given)",
+			       args.old_count, count);
+		goto out_client;
+	}
+	if (args.old_count == count) {
+		mkfs_progress(options, "the filesystem has %u devices already: nothing to add",
+			      count);
+		ret = 0;
+		goto out_client;
+	}
+	for (device = 0; device < count; device++) {
+		ret = ngnfs_client_device_info(client, device, &info);
+		if (ret < 0) {
+			ngnfs_fail(ret, "add-devices: device %u (%s): no session (%s)", device,
+				   options->device_addresses[device], strerror(-ret));
+			goto out_client;
+		}
+		if (device < args.old_count &&
+		    !(info.hello_reply.flags & NGNFS_HELLO_REPLY_FORMATTED)) {
+			ret =
+			    ngnfs_fail(-ENODEV,
+				       "add-devices: device %u (%s) is one of the filesystem's %u "
+				       "but is not formatted: check the device list's order",
+				       device, options->device_addresses[device], args.old_count);
+			goto out_client;
+		}
+	}
+	ret = count_other_clients(client, args.old_count, &others);
+	if (ret < 0)
+		goto out_client;
+	if (others && !force) {
+		ret = ngnfs_fail_quiet(-EBUSY,
+				       "add-devices: %llu other client sessions are connected; a "
+				       "gateway running on the old device list cannot use the new "
+				       "devices: stop every gateway first",
+				       (unsigned long long)others);
+		goto out_client;
+	}
+	for (device = args.old_count; device < count; device++) {
+		ret = ngnfs_client_device_info(client, device, &info);
+		if (ret == 0 && (info.hello_reply.flags & NGNFS_HELLO_REPLY_FORMATTED))
+			continue; /* formatted by an earlier run that stopped half way */
+		mkfs_progress(options, "formatting device %u (%s) as device %u of %u", device,
+			      options->device_addresses[device], device, count);
+		ret = ngnfs_client_format_sync(client, device, fs_id, count);
+		if (ret < 0) {
+			ngnfs_fail(ret, "add-devices: FORMAT of device %u (%s) failed: %s", device,
+				   options->device_addresses[device], strerror(-ret));
+			goto out_client;
+		}
+	}
+	ngnfs_client_destroy(client);
+	free(block);
+
+	mkfs_progress(options, "raising the superblock's device count from %u to %u",
+		      args.old_count, count);
+	client_config_init(&client_config, options->device_addresses, count);
+	memcpy(client_config.fs_id, fs_id, sizeof(fs_id));
+	cache_config.durability = NGNFS_DURABILITY_STABLE;
+	ret = ngnfs_cache_create_with_client(&client_config, &cache_config, &cache);
+	if (ret < 0)
+		return ngnfs_fail(ret, "add-devices: cannot open the filesystem on %u devices (%s)",
+				  count, strerror(-ret));
+	ret = ngnfs_txn_run(cache, grow_txn, &args);
+	if (ret == 0)
+		ret = ngnfs_cache_sync(cache);
+	ngnfs_cache_destroy(cache);
+	if (ret < 0)
+		return ngnfs_fail(ret, "add-devices: writing the superblock failed: %s",
+				  strerror(-ret));
+	*added = (uint16_t)(count - args.old_count);
+	mkfs_progress(options,
+		      "done: the filesystem has %u devices; give every gateway and "
+		      "every blockd's peers file the new device list",
+		      count);
+	return 0;
+
+out_client:
+	ngnfs_client_destroy(client);
+	free(block);
 	return ret;
 }
 

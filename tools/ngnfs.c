@@ -15,6 +15,9 @@
  *                                       free the open-unlinked files a crashed
  *                                       gateway left, once no other client is
  *                                       connected
+ *   ngnfs add-devices --devices DEVICES [--force]
+ *                                       grow the filesystem by the unformatted
+ *                                       devices listed after its own
  *
  * DEVICES is a manifest file (one host:port per line, device index order,
  * as blockd --peers) or a comma-separated list of host:port.  Each
@@ -63,6 +66,8 @@ static void usage_main(FILE *out)
 		     "  fsck   check the namespace; non-zero exit if problems are found\n"
 		     "  reclaim-orphans\n"
 		     "         free the unlinked-while-open files a crashed gateway left\n"
+		     "  add-devices\n"
+		     "         grow the filesystem by new devices listed after its own\n"
 		     "\n"
 		     "DEVICES: a manifest file (one host:port per line, device 0 first) or\n"
 		     "host:port,host:port,... in device index order.\n"
@@ -104,6 +109,16 @@ static const char *const command_help[][2] = {
 	  "because one of them may still have such a file open: stop every\n"
 	  "gateway first.  --force skips that check; an NFS client still reading\n"
 	  "an unlinked open file then gets a stale handle.\n" },
+	{ "add-devices", "usage: ngnfs add-devices --devices DEVICES [--force]\n"
+			 "DEVICES lists the filesystem's devices in their order, then the new,\n"
+			 "unformatted ones.  Formats the new devices and raises the filesystem's\n"
+			 "device count; nothing on the old devices moves.  Afterwards every\n"
+			 "gateway must be given the new list (a mount with the old one is\n"
+			 "refused), and so must every blockd's peers file.  Refuses (exit 1)\n"
+			 "while any other client is connected: stop every gateway first.\n"
+			 "--force skips that check; a gateway still running on the old list\n"
+			 "answers I/O errors for whatever is placed on the new devices until it\n"
+			 "is restarted with the new one.  Safe to run again.\n" },
 };
 
 static int command_usage(const char *command, FILE *out)
@@ -165,6 +180,25 @@ static int do_mkfs(const struct ngnfs_manifest *manifest, const struct options *
 	for (i = 0; i < 16; i++)
 		printf("%02x", fs_id[i]);
 	printf("\n%u devices formatted\n", manifest->device_count);
+	return 0;
+}
+
+static int do_add_devices(const struct ngnfs_manifest *manifest, const struct options *options)
+{
+	struct ngnfs_mkfs_options grow = {
+		.device_addresses = (const char *const *)manifest->addresses,
+		.device_count = manifest->device_count,
+		.progress = print_progress,
+	};
+	uint16_t added;
+	int ret;
+
+	ret = ngnfs_add_devices(&grow, options->force, &added);
+	if (ret < 0) {
+		fprintf(stderr, "ngnfs add-devices: %s (%s)\n", ngnfs_last_error(), strerror(-ret));
+		return 1;
+	}
+	printf("%u devices added, %u in the filesystem\n", added, manifest->device_count);
 	return 0;
 }
 
@@ -474,7 +508,7 @@ int main(int argc, char **argv)
 {
 	static const struct option long_options[] = {
 		{ "devices", required_argument, NULL, 'd' },
-		{ "force", no_argument, NULL, 'f' }, /* reclaim-orphans */
+		{ "force", no_argument, NULL, 'f' }, /* reclaim-orphans, add-devices */
 		{ "help", no_argument, NULL, 'h' },
 		{ "long", no_argument, NULL, 'l' },
 		{ "repair", no_argument, NULL, 'r' }, /* fsck */
@@ -516,7 +550,8 @@ int main(int argc, char **argv)
 	if (optind < argc)
 		options.path = argv[optind];
 	if (strcmp(command, "mkfs") && strcmp(command, "stat") && strcmp(command, "ls") &&
-	    strcmp(command, "fsck") && strcmp(command, "reclaim-orphans")) {
+	    strcmp(command, "fsck") && strcmp(command, "reclaim-orphans") &&
+	    strcmp(command, "add-devices")) {
 		fprintf(stderr, "ngnfs: unknown command \"%s\"\n", command);
 		usage_main(stderr);
 		return 2;
@@ -526,8 +561,9 @@ int main(int argc, char **argv)
 		command_usage(command, stderr);
 		return 2;
 	}
-	if (options.force && strcmp(command, "reclaim-orphans")) {
-		fprintf(stderr, "ngnfs %s: --force is a reclaim-orphans option\n", command);
+	if (options.force && strcmp(command, "reclaim-orphans") && strcmp(command, "add-devices")) {
+		fprintf(stderr, "ngnfs %s: --force is a reclaim-orphans and add-devices option\n",
+			command);
 		command_usage(command, stderr);
 		return 2;
 	}
@@ -544,6 +580,8 @@ int main(int argc, char **argv)
 
 	if (strcmp(command, "mkfs") == 0) {
 		status = do_mkfs(&manifest, &options);
+	} else if (strcmp(command, "add-devices") == 0) {
+		status = do_add_devices(&manifest, &options);
 	} else if (mount_manifest(&manifest, &fs) < 0) {
 		status = 1;
 	} else {

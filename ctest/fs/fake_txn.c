@@ -666,6 +666,28 @@ int ngnfs_client_format_sync(struct ngnfs_client *client, uint16_t device,
 	return 0;
 }
 
+/* Committed contents as the store has them (add-devices reads the superblock so). */
+int ngnfs_client_read_incoherent_sync(struct ngnfs_client *client, uint64_t blkno,
+				      uint64_t *version, uint8_t *data)
+{
+	struct fake_block *block;
+
+	(void)client;
+	pthread_mutex_lock(&store.lock);
+	if (ngnfs_blkno_device(blkno) >= store.device_count) {
+		pthread_mutex_unlock(&store.lock);
+		return -EINVAL;
+	}
+	block = find_block(blkno, false);
+	*version = block ? block->version : 0;
+	if (block && block->data)
+		memcpy(data, block->data, NGNFS_BLOCK_SIZE);
+	else
+		memset(data, 0, NGNFS_BLOCK_SIZE);
+	pthread_mutex_unlock(&store.lock);
+	return 0;
+}
+
 int ngnfs_client_statfs_sync(struct ngnfs_client *client, uint16_t device,
 			     struct ngnfs_statfs_figures *statfs)
 {

@@ -130,6 +130,7 @@ void test_rename_subtree_race(void);
 void test_tool_commands(void);
 void test_orphans_reclaimed_after_crash(void);
 void test_lost_create_handle_stale(void);
+void test_add_devices(void);
 void test_mount_with_device_down(void);
 void test_full_device_overflows(void);
 void test_stopped_client_loses_grants(void);

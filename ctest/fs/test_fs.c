@@ -949,6 +949,7 @@ static const struct test_case tests[] = {
 	{ "tool_commands", test_tool_commands },
 	{ "orphans_reclaimed_after_crash", test_orphans_reclaimed_after_crash },
 	{ "lost_create_handle_stale", test_lost_create_handle_stale },
+	{ "add_devices", test_add_devices },
 	{ "mount_with_device_down", test_mount_with_device_down },
 	{ "fsck_repairs_online", test_fsck_repairs_online },
 	{ "full_device_overflows", test_full_device_overflows },

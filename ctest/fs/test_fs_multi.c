@@ -691,6 +691,91 @@ static uint64_t used_blocks(struct ngnfs_fs *fs)
 	return used;
 }
 
+/*
+ * add_devices: a filesystem made on two of three blockd grows to three
+ * with `ngnfs add-devices`.  Refused while a client is connected; then
+ * the third device is formatted, a mount with the old list is refused
+ * naming the count, a mount with the new one finds the old files and
+ * puts new directories on the new device, which reads back after a
+ * remount; statfs counts it, fsck is clean, and a second run adds nothing.
+ */
+void test_add_devices(void)
+{
+	const char *tool = getenv("NGNFS_TOOL");
+	struct ngnfs_mkfs_options mkfs = { 0 };
+	struct ngnfs_mount_options old_list = { .durability = NGNFS_MOUNT_STABLE };
+	struct ngnfs_handle root, file, dir;
+	struct ngnfs_statfs whole;
+	struct ngnfs_statfs_device device_statfs;
+	char output[256], name[32], buffer[16];
+	uint64_t three_devices = 0;
+	struct ngnfs_fs *fs, *old;
+	bool eof;
+	int i;
+
+	CHECK(tool, "NGNFS_TOOL is not set (the ngnfs tool is not built)");
+	snprintf(output, sizeof(output), "/tmp/ngnfs-add-devices-%d.out", (int)getpid());
+	start_backend_unformatted(3, "add-devices");
+	mkfs.device_addresses = test_addresses();
+	mkfs.device_count = 2;
+	EXPECT_RET(ngnfs_mkfs(&mkfs, NULL), 0);
+	old_list.device_addresses = test_addresses();
+	old_list.device_count = 2;
+	EXPECT_RET(ngnfs_mount(&old_list, &old), 0);
+	root = root_of(old);
+	file = make(old, &root, "tape-index", S_IFREG | 0644);
+	EXPECT_RET(ngnfs_write(old, &file, 0, "vol 12", 6, NGNFS_WRITE_MOUNT), 6);
+	{
+		const char *argv[] = { tool, "add-devices", "--devices", test_manifest_path(),
+				       NULL };
+
+		run_tool_expect(argv, 1, output, "other client sessions are connected",
+				"stop every gateway first", "add-devices beside a mounted client");
+		ngnfs_unmount(old);
+		run_tool_expect(argv, 0, output, "formatting device 2", "1 devices added, 3 in",
+				"add-devices");
+		run_tool_expect(argv, 0, output, "nothing to add", "0 devices added, 3 in",
+				"add-devices again");
+	}
+	EXPECT_RET(ngnfs_mount(&old_list, &old), -EINVAL);
+	CHECK(strstr(ngnfs_last_error(), "filesystem has 3 devices but 2 addresses"),
+	      "mount with the old device list: expected the count named, got \"%s\"",
+	      ngnfs_last_error());
+
+	fs = mount_fs(NGNFS_MOUNT_STABLE);
+	root = root_of(fs);
+	EXPECT_RET(ngnfs_read(fs, &file, 0, buffer, sizeof(buffer), &eof), 6);
+	CHECK(memcmp(buffer, "vol 12", 6) == 0, "the file from before reads back otherwise");
+	for (i = 0; i < 200; i++) {
+		snprintf(name, sizeof(name), "dir-%d", i);
+		dir = make(fs, &root, name, S_IFDIR | 0755);
+		if (ngnfs_blkno_device(dir.ino) == 2)
+			break;
+	}
+	CHECK(i < 200, "none of 200 new directories went to the new device 2");
+	file = make(fs, &dir, "on-the-new-device", S_IFREG | 0644);
+	EXPECT_RET(ngnfs_write(fs, &file, 0, "vol 13", 6, NGNFS_WRITE_MOUNT), 6);
+	ngnfs_unmount(fs);
+	fs = mount_fs(NGNFS_MOUNT_STABLE);
+	EXPECT_RET(lookup(fs, &dir, "on-the-new-device", &file), 0);
+	EXPECT_RET(ngnfs_read(fs, &file, 0, buffer, sizeof(buffer), &eof), 6);
+	CHECK(memcmp(buffer, "vol 13", 6) == 0 && ngnfs_blkno_device(file.ino) == 2,
+	      "the file on the new device reads back otherwise");
+	for (unsigned int device = 0; device < 3; device++) {
+		EXPECT_RET(ngnfs_statfs_device(fs, (uint16_t)device, &device_statfs), 0);
+		three_devices += device_statfs.total_blocks;
+	}
+	EXPECT_RET(ngnfs_statfs(fs, &whole), 0);
+	CHECK(whole.device_count == 3 && whole.total_blocks == three_devices,
+	      "statfs: expected 3 devices of %llu blocks, got %u of %llu",
+	      (unsigned long long)three_devices, whole.device_count,
+	      (unsigned long long)whole.total_blocks);
+	check_fsck_clean(fs);
+	ngnfs_unmount(fs);
+	unlink(output);
+	stop_backend();
+}
+
 /* A client that connects as soon as the first orphan is freed (a gateway starting meanwhile). */
 struct late_client {
 	struct ngnfs_fs *fs;
