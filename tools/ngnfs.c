@@ -83,7 +83,7 @@ static const char *const command_help[][2] = {
 		  "Without PATH: block size, total and free blocks and inodes, devices,\n"
 		  "then one line per device: address, blocks, free, reserved by clients,\n"
 		  "multi-device sets staged and not yet resolved, clients connected\n"
-		  "(this command's own included), and the group commits (synced write\n"
+		  "(this command's own included), and the group commits (durable write\n"
 		  "batches) the device's blockd made since it started, with the requests\n"
 		  "they carried.\n"
 		  "With PATH: inode number, generation, type, mode, links, size, times.\n" },
