@@ -113,6 +113,24 @@ static int write_buffer(struct commit_log *log, uint64_t offset, size_t length)
 	return 0;
 }
 
+/*
+ * What RocksDB holds made durable: its WAL synced, or, for writes made
+ * without a WAL (tests only), its memtables flushed.
+ */
+static void rocksdb_durable(rocksdb_t *db, bool no_wal, char **error)
+{
+	rocksdb_flushoptions_t *flush_options;
+
+	if (!no_wal) {
+		rocksdb_flush_wal(db, 1, error);
+		return;
+	}
+	flush_options = rocksdb_flushoptions_create();
+	rocksdb_flushoptions_set_wait(flush_options, 1);
+	rocksdb_flush(db, flush_options, error);
+	rocksdb_flushoptions_destroy(flush_options);
+}
+
 void commit_log_write(struct commit_log *log, rocksdb_t *db, rocksdb_writebatch_t *batch,
 		      char **error)
 {
@@ -130,6 +148,8 @@ void commit_log_write(struct commit_log *log, rocksdb_t *db, rocksdb_writebatch_
 		/* A synced write makes everything before it durable as well. */
 		put_meta(batch, log->last_seq, log->write_offset);
 		rocksdb_write(db, log->synced, batch, error);
+		if (!*error && log->no_wal)
+			rocksdb_durable(db, true, error);
 		if (!*error) {
 			log->used = 0;
 			log->direct_batches++;
@@ -140,7 +160,7 @@ void commit_log_write(struct commit_log *log, rocksdb_t *db, rocksdb_writebatch_
 	needed = length + (wrap ? log->size - offset : 0);
 	if (log->used + needed > log->size) {
 		/* The record would overwrite ones RocksDB may only have in memory. */
-		rocksdb_flush_wal(db, 1, error);
+		rocksdb_durable(db, log->no_wal, error);
 		if (*error)
 			return;
 		log->used = 0;
@@ -333,7 +353,6 @@ int commit_log_open(struct commit_log *log, rocksdb_t *db, rocksdb_readoptions_t
 		    const char *db_path, uint32_t size_mb)
 {
 	rocksdb_writebatch_t *probe = rocksdb_writebatch_create();
-	rocksdb_flushoptions_t *flush_options;
 	uint64_t seq, next_offset, applied;
 	size_t before, after;
 	char *error = NULL;
@@ -406,10 +425,7 @@ int commit_log_open(struct commit_log *log, rocksdb_t *db, rocksdb_readoptions_t
 	 * What RocksDB recovered or was just given is durable before any of
 	 * the log is overwritten: from here on the whole log is free.
 	 */
-	flush_options = rocksdb_flushoptions_create();
-	rocksdb_flushoptions_set_wait(flush_options, 1);
-	rocksdb_flush(db, flush_options, &error);
-	rocksdb_flushoptions_destroy(flush_options);
+	rocksdb_durable(db, true, &error);
 	if (error) {
 		fprintf(stderr, "blockd: cannot flush the database after the commit log: %s\n",
 			error);
@@ -423,6 +439,12 @@ int commit_log_open(struct commit_log *log, rocksdb_t *db, rocksdb_readoptions_t
 			 (unsigned long long)(log->last_seq - applied + 1),
 			 (unsigned long long)log->last_seq);
 	return 0;
+}
+
+void commit_log_without_wal(struct commit_log *log)
+{
+	log->no_wal = true;
+	rocksdb_writeoptions_disable_WAL(log->unsynced, 1);
 }
 
 void commit_log_close(struct commit_log *log)

@@ -60,6 +60,7 @@ struct commit_log {
 	uint64_t flushes;	 /* RocksDB WAL syncs made to reuse log space */
 	uint64_t direct_batches; /* batches too large for the log, synced in RocksDB */
 	uint64_t only_after;	 /* tests only: after this many records, RocksDB is skipped */
+	bool no_wal;		 /* tests only: see commit_log_without_wal() */
 };
 
 /*
@@ -70,6 +71,13 @@ struct commit_log {
 int commit_log_open(struct commit_log *log, rocksdb_t *db, rocksdb_readoptions_t *read_options,
 		    const char *db_path, uint32_t size_mb);
 void commit_log_close(struct commit_log *log);
+/*
+ * Tests only: logged batches go to RocksDB without its WAL, so that a
+ * kill -9 loses whatever RocksDB had not flushed, as a power cut loses
+ * the page cache, while the process serves every write meanwhile; the
+ * log is then all that brings them back.  Called after commit_log_open.
+ */
+void commit_log_without_wal(struct commit_log *log);
 
 /*
  * Makes batch durable through the log and writes it to RocksDB; on

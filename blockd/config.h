@@ -32,6 +32,7 @@ struct blockd_config {
 	bool commit_log;
 	uint32_t commit_log_mb;
 	uint32_t commit_log_only_after; /* tests only */
+	bool commit_log_test_no_wal;	/* tests only */
 	uint64_t total_blocks;
 	uint32_t resolve_timeout_ms;
 	uint32_t max_sessions;

@@ -235,6 +235,8 @@ static int run(struct blockd *server)
 	if (!server->base)
 		return -ENOMEM;
 	server->store.commit_log.only_after = server->config.commit_log_only_after;
+	if (server->config.commit_log_test_no_wal)
+		commit_log_without_wal(&server->store.commit_log);
 	ret = commit_start(&server->committer, server->store.db,
 			   server->config.commit_log ? &server->store.commit_log : NULL,
 			   server->config.sync, server->config.commit_max_batch,
@@ -300,6 +302,9 @@ static int run(struct blockd *server)
 		 server->config.sync ? "" : ", sync=false: UNSAFE",
 		 server->config.sync && !server->config.commit_log ? ", no commit log" : "",
 		 server->in_grace ? ", reclaim grace" : "");
+	if (server->config.commit_log_test_no_wal)
+		log_warn("tests only: RocksDB is written without its WAL; a kill -9 loses what "
+			 "only the commit log brings back (--commit-log-test-no-wal)");
 	if (server->config.commit_log_only_after)
 		log_warn("tests only: after %u logged group commits only the commit log is "
 			 "written (--commit-log-only-after)",

@@ -39,6 +39,9 @@
  *   blockd_kill_stable      kill -9 one blockd while a stable client
  *                           runs, restart it; the client must finish
  *                           every operation, and all of them must be there
+ *   blockd_power_cut_stable the same with blockd writing RocksDB without
+ *                           its WAL, so that the kill loses what a power
+ *                           cut would and only the commit log restores it
  *   client_kill_unstable_writes
  *                           a stable mount (60 s writeback interval) writes
  *                           files with each ngnfs_write durability, then
@@ -828,13 +831,13 @@ struct crash_run {
 
 static struct crash_run run;
 
-static void start_cluster(const char *name)
+static void start_cluster_args(const char *name, const char *const *blockd_args)
 {
 	struct ngnfs_mkfs_options mkfs = { 0 };
 	uint8_t fs_id[16];
 	int ret;
 
-	run.cluster = ngnfs_test_cluster_start(DEVICE_COUNT, name);
+	run.cluster = ngnfs_test_cluster_start_args(DEVICE_COUNT, name, blockd_args);
 	if (!run.cluster)
 		failf("could not start %u blockd processes", DEVICE_COUNT);
 	mkfs.device_addresses = ngnfs_test_cluster_addresses(run.cluster);
@@ -843,6 +846,11 @@ static void start_cluster(const char *name)
 	if (ret < 0)
 		failf("mkfs on %u devices: %s (%s)", DEVICE_COUNT, strerror(-ret),
 		      ngnfs_last_error());
+}
+
+static void start_cluster(const char *name)
+{
+	start_cluster_args(name, NULL);
 }
 
 static pid_t spawn_child(unsigned int iteration, const char *log_path, uint64_t seed, bool retry)
@@ -971,13 +979,23 @@ static void client_kill(enum ngnfs_durability_mode mode)
 		failf("a blockd did not shut down cleanly (see its log above)");
 }
 
-static void blockd_kill_stable(void)
+/*
+ * power_cut: every blockd writes RocksDB without its WAL
+ * (--commit-log-test-no-wal), so the kill -9 also loses what RocksDB had
+ * not flushed, as a power cut loses the page cache; the commit log alone
+ * brings the acknowledged operations back.
+ */
+static void blockd_kill_stable(bool power_cut)
 {
+	static const char *const no_wal[] = { "--commit-log-test-no-wal", "true", NULL };
 	uint64_t random_state = base_seed ^ 0xb10cdULL;
 	unsigned int iteration;
 
 	run.mode = NGNFS_MOUNT_STABLE;
-	start_cluster("crash-blockd");
+	if (power_cut)
+		start_cluster_args("crash-power-cut", no_wal);
+	else
+		start_cluster("crash-blockd");
 	for (iteration = 0; iteration < 2; iteration++) {
 		uint64_t seed = base_seed + 100 + iteration;
 		unsigned int target = 10 + (unsigned int)(mix(&random_state) % 400);
@@ -1272,8 +1290,9 @@ int main(int argc, char **argv)
 	if (argc >= 2 && strcmp(argv[1], "unstable-child") == 0)
 		return unstable_child_main(argc, argv);
 	if (argc != 2) {
-		fprintf(stderr, "usage: test_crash client_kill_stable|client_kill_writeback|"
-				"blockd_kill_stable|client_kill_unstable_writes\n");
+		fprintf(stderr,
+			"usage: test_crash client_kill_stable|client_kill_writeback|"
+			"blockd_kill_stable|blockd_power_cut_stable|client_kill_unstable_writes\n");
 		return 2;
 	}
 	length = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -1292,7 +1311,9 @@ int main(int argc, char **argv)
 	else if (strcmp(argv[1], "client_kill_writeback") == 0)
 		client_kill(NGNFS_MOUNT_WRITEBACK);
 	else if (strcmp(argv[1], "blockd_kill_stable") == 0)
-		blockd_kill_stable();
+		blockd_kill_stable(false);
+	else if (strcmp(argv[1], "blockd_power_cut_stable") == 0)
+		blockd_kill_stable(true);
 	else if (strcmp(argv[1], "client_kill_unstable_writes") == 0)
 		client_kill_unstable_writes();
 	else
