@@ -70,6 +70,9 @@
 #       block is re-granted with its base version and written; if the version
 #       moved, the dirty data is dropped and -ESTALE recorded; a clean copy is
 #       kept and revalidated by a GET answered "unchanged".
+#   refill_across_reset_is_void      (fake only) an ALLOC whose session ends
+#       while its reply is handled reserved nothing: its blocks are not
+#       used, and a stable allocation commits with a block of the new session.
 #   write_failure_reported           (fake only) a write the server refuses
 #       (version moved underneath) is returned by sync and recorded once for
 #       ngnfs_cache_take_error in writeback mode, returned by ngnfs_txn_run in
@@ -151,7 +154,8 @@ set(NGNFS_CACHE_TESTS
     upgrade_contention_keeps_dirty_sets
     reclaim_timeout_sets_commit_retry)
 
-foreach(test ${NGNFS_CACHE_TESTS} session_reset_regrants_dirty write_failure_reported
+foreach(test ${NGNFS_CACHE_TESTS} session_reset_regrants_dirty refill_across_reset_is_void
+	     write_failure_reported
 	     cow_write_during_writeback devices_write_independently
 	     cow_revoke_writes_both_in_order cow_first_write_fails
 	     read_of_block_in_flight_waits write_in_flight_at_reset_is_resent

@@ -214,6 +214,7 @@ struct alloc_pool {
 	uint32_t count;
 	uint32_t capacity;
 	bool refilling;
+	uint64_t resets; /* session resets of the device: a refill spanning one is void */
 	int error;
 	/*
 	 * The device answered ENOSPC, or EAGAIN (its reclaim grace period

@@ -1299,8 +1299,10 @@ static void cache_session_reset(void *owner, uint16_t device, bool server_restar
 	size_t bucket;
 
 	pthread_mutex_lock(&cache->lock);
-	if (device < cache->device_count)
+	if (device < cache->device_count) {
 		cache->pools[device].count = 0;
+		cache->pools[device].resets++; /* a refill in flight is of the old session */
+	}
 	/* The session's grants are gone: so is what held-back RELEASEs would give up. */
 	for (uint32_t i = 0; i < cache->deferred_count;) {
 		if (ngnfs_blkno_device(cache->deferred[i].blkno) == device)
@@ -1423,6 +1425,7 @@ void cache_refill_pool(struct ngnfs_cache *cache, uint16_t device)
 	uint64_t *blknos = calloc(batch, sizeof(*blknos));
 	uint64_t *versions = calloc(batch, sizeof(*versions));
 	uint32_t allocated = 0, session_epoch = 0;
+	uint64_t resets;
 	uint32_t i;
 	int ret;
 
@@ -1433,11 +1436,24 @@ void cache_refill_pool(struct ngnfs_cache *cache, uint16_t device)
 		return;
 	}
 	pool->refilling = true;
+	resets = pool->resets;
 	pthread_mutex_unlock(&cache->lock);
 	ret = ngnfs_client_alloc_sync(cache->client, device, batch, blknos, versions,
 				      &session_epoch, &allocated);
 	pthread_mutex_lock(&cache->lock);
 	pool->refilling = false;
+	if (pool->resets != resets) {
+		/*
+		 * The session that reserved these ended meanwhile, and its
+		 * reservations with it: another client may get them now.
+		 */
+		ngnfs_cache_log("ALLOC on device %u was answered by a session that has ended "
+				"since: its %u blocks are not used\n",
+				device, allocated);
+		allocated = 0;
+		ret = 0;
+		goto out;
+	}
 	if (ret == 0 && allocated == 0)
 		ret = -ENOSPC;
 	if (ret == -ENOSPC) {
@@ -1486,6 +1502,7 @@ void cache_refill_pool(struct ngnfs_cache *cache, uint16_t device)
 						      .version = versions[i],
 						      .session_epoch = session_epoch });
 	}
+out:
 	cache_wake_block(cache, device);
 	free(blknos);
 	free(versions);

@@ -97,6 +97,7 @@ struct ngnfs_client {
 	bool stopping;
 	uint64_t resets_delivered;
 	uint32_t commit_retry_ms; /* as configured; the double never retries */
+	int reset_during_alloc;	  /* device + 1 whose next ALLOC the session ends in; 0 none */
 };
 
 static struct {
@@ -868,10 +869,20 @@ int ngnfs_client_alloc_sync(struct ngnfs_client *client, uint16_t device, uint32
 		n++;
 	}
 	pthread_mutex_unlock(&server.lock);
+	if (client->reset_during_alloc == device + 1) {
+		/* the reply is on its way when the session ends: the reservations go with it */
+		client->reset_during_alloc = 0;
+		fake_client_reset_session(client, device);
+	}
 	if (session_epoch)
 		*session_epoch = (uint32_t)client->index + 1; /* one session per fake client */
 	*allocated = n;
 	return 0;
+}
+
+void fake_client_reset_during_next_alloc(struct ngnfs_client *client, uint16_t device)
+{
+	client->reset_during_alloc = device + 1;
 }
 
 int ngnfs_client_cmpxchg_sync(struct ngnfs_client *client, uint64_t blkno,

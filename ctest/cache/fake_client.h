@@ -23,6 +23,12 @@ uint64_t fake_server_writes(void);
  * Returns once the owner's session_reset callback has run.
  */
 void fake_client_reset_session(struct ngnfs_client *client, uint16_t device);
+/*
+ * The next ALLOC on device returns its blocks after the session ended
+ * under it (fake_client_reset_session), as a reply read just before the
+ * connection broke: the blocks are no longer the client's.
+ */
+void fake_client_reset_during_next_alloc(struct ngnfs_client *client, uint16_t device);
 /* Overwrite a block on the server (as another client's committed write would). */
 void fake_server_poke(uint64_t blkno, const uint8_t *data);
 /*

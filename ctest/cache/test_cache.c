@@ -1393,6 +1393,24 @@ static int test_reclaim_timeout_sets_commit_retry(void)
 	return 0;
 }
 
+struct alloc_arg {
+	uint16_t device;
+	uint64_t blkno;
+};
+
+static int alloc_fn(struct ngnfs_txn *txn, void *arg)
+{
+	struct alloc_arg *alloc = arg;
+	uint64_t version;
+	void *data;
+	int ret = ngnfs_txn_alloc(txn, alloc->device, &alloc->blkno, &version, &data);
+
+	if (ret)
+		return ret;
+	memset(data, 0, NGNFS_BLOCK_SIZE);
+	return 0;
+}
+
 #ifdef NGNFS_CACHE_TEST_REAL
 /*
  * A blockd restart empties its grant table: the dirty block is re-granted
@@ -1431,24 +1449,6 @@ static int test_restart_reclaims_dirty(void)
 	CHECK(value == 4321, "expected block a = 4321 on the restarted server, got %llu",
 	      (unsigned long long)value);
 	ngnfs_cache_destroy(cache);
-	return 0;
-}
-
-struct alloc_arg {
-	uint16_t device;
-	uint64_t blkno;
-};
-
-static int alloc_fn(struct ngnfs_txn *txn, void *arg)
-{
-	struct alloc_arg *alloc = arg;
-	uint64_t version;
-	void *data;
-	int ret = ngnfs_txn_alloc(txn, alloc->device, &alloc->blkno, &version, &data);
-
-	if (ret)
-		return ret;
-	memset(data, 0, NGNFS_BLOCK_SIZE);
 	return 0;
 }
 
@@ -1598,6 +1598,29 @@ static int test_abba_two_processes(void)
 
 #ifndef NGNFS_CACHE_TEST_REAL
 /* ---- session reset (fake server only) ---- */
+
+/*
+ * An ALLOC answered by a session that ended while the reply was handled
+ * reserved nothing any more: the cache must not hand out its blocks (a
+ * stable create in one of them would be refused by the server and lost).
+ * The allocation goes to an ALLOC on the new session and its write
+ * commits.
+ */
+static int test_refill_across_reset_is_void(void)
+{
+	struct ngnfs_cache *cache = new_cache(NGNFS_DURABILITY_STABLE, 0, 0);
+	struct alloc_arg alloc = { .device = 0 };
+	int ret;
+
+	fake_client_reset_during_next_alloc(ngnfs_cache_client(cache), 0);
+	ret = ngnfs_txn_run(cache, alloc_fn, &alloc);
+	CHECK(ret == 0 && alloc.blkno != 0,
+	      "expected a stable allocation to commit after a session reset during its ALLOC, "
+	      "got %d",
+	      ret);
+	ngnfs_cache_destroy(cache);
+	return 0;
+}
 
 static int test_session_reset_regrants_dirty(void)
 {
@@ -2389,6 +2412,7 @@ static const struct test tests[] = {
 #endif
 #ifndef NGNFS_CACHE_TEST_REAL
 	{ "session_reset_regrants_dirty", test_session_reset_regrants_dirty, true },
+	{ "refill_across_reset_is_void", test_refill_across_reset_is_void, true },
 	{ "write_failure_reported", test_write_failure_reported, true },
 	{ "cow_write_during_writeback", test_cow_write_during_writeback, true },
 	{ "devices_write_independently", test_devices_write_independently, true },
