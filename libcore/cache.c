@@ -84,6 +84,8 @@
  * session broke (in_doubt_answer).
  * A block whose session broke while a write carried it (grant_lost) has
  * no grant afterwards, whatever became of the write.
+ * Reservations belong to a session: the pool is emptied when a device's
+ * session resets, and a refill whose ALLOC spanned a reset is dropped.
  * A device whose blockd answers ALLOC with ENOSPC is passed over for
  * CACHE_FULL_RECHECK_MS: new blocks meant for it come from the next device
  * with room (cache_alloc_device).  So is, for CACHE_GRACE_RECHECK_MS at a
