@@ -599,12 +599,14 @@ int ngnfs_statfs_device(struct ngnfs_fs *fs, uint16_t device, struct ngnfs_statf
 	return 0;
 }
 
-/* The answer of a device without a session (client.h): it is away, not broken. */
-static bool device_away(int error)
+/*
+ * A device the client has no session with (its answer is -ENOTCONN, also
+ * for a request the breaking session failed) or knows to be away: away,
+ * not broken.
+ */
+static bool device_away(struct ngnfs_fs *fs, uint16_t device, int error)
 {
-	return error == -EAGAIN || error == -ENOTCONN || error == -ECONNREFUSED ||
-	       error == -ECONNRESET || error == -ETIMEDOUT || error == -EHOSTUNREACH ||
-	       error == -ENETUNREACH || error == -EPIPE;
+	return error == -ENOTCONN || ngnfs_client_unreachable_ms(fs->client, device) > 0;
 }
 
 /*
@@ -627,7 +629,7 @@ int ngnfs_statfs(struct ngnfs_fs *fs, struct ngnfs_statfs *statfs)
 	statfs->name_max = NGNFS_NAME_MAX;
 	for (device = 0; device < fs->device_count; device++) {
 		ret = ngnfs_client_statfs_sync(fs->client, device, &device_statfs);
-		if (ret < 0 && device_away(ret)) {
+		if (ret < 0 && device_away(fs, device, ret)) {
 			statfs->unreachable_devices++;
 			statfs->total_blocks +=
 			    __atomic_load_n(&fs->device_total_blocks[device], __ATOMIC_RELAXED);

@@ -666,6 +666,14 @@ int ngnfs_client_format_sync(struct ngnfs_client *client, uint16_t device,
 	return 0;
 }
 
+/* The fake store has no sessions: no device is ever away. */
+uint64_t ngnfs_client_unreachable_ms(struct ngnfs_client *client, uint16_t device)
+{
+	(void)client;
+	(void)device;
+	return 0;
+}
+
 /* Committed contents as the store has them (add-devices reads the superblock so). */
 int ngnfs_client_read_incoherent_sync(struct ngnfs_client *client, uint64_t blkno,
 				      uint64_t *version, uint8_t *data)
