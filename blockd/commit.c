@@ -73,11 +73,15 @@ static void *commit_thread(void *arg)
 			usleep(committer->delay_ms * 1000U);
 		if (committer->fail_at && committer->batches + 1 == committer->fail_at)
 			store_failed(batch, "injected by --fail-commit-at (tests only)");
-		if (rocksdb_writebatch_count(batch->batch) > 0 && committer->log)
-			commit_log_write(committer->log, committer->db, batch->batch, &error);
-		else if (rocksdb_writebatch_count(batch->batch) > 0)
-			rocksdb_write(committer->db, committer->write_options, batch->batch,
-				      &error);
+		/* an empty batch only waits for what was queued before it (commit.h) */
+		if (rocksdb_writebatch_count(batch->batch) > 0) {
+			if (committer->log)
+				commit_log_write(committer->log, committer->db, batch->batch,
+						 &error);
+			else
+				rocksdb_write(committer->db, committer->write_options, batch->batch,
+					      &error);
+		}
 		if (error)
 			store_failed(batch, error);
 
