@@ -14,6 +14,10 @@
  *                        default options
  *   rocksdb-recycle      the same with recycle_log_file_num = 4 and a
  *                        4 MiB memtable, so that log files are reused
+ *   overwrite-16k        16 KiB (one create's commit log record) written
+ *                        over a file already written that far: pwrite +
+ *                        fdatasync, then with O_DIRECT | O_DSYNC (what the
+ *                        commit log uses)
  *   rocksdb-commit-log   what blockd's commit log does (commit_log.c):
  *                        the batch's bytes written into a preallocated
  *                        file at a rising 4 KiB-aligned offset and
@@ -28,6 +32,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +83,49 @@ fail:
 	close(fd);
 	unlink(path);
 	return -EIO;
+}
+
+#define RECORD_BYTES (16 << 10)
+
+/* Overwrites of RECORD_BYTES in place; direct: O_DIRECT | O_DSYNC, else pwrite + fdatasync. */
+static int overwrite_loop(const char *dir, int count, bool direct, double *mean_us)
+{
+	char path[4096];
+	void *buffer;
+	double start;
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), "%s/records", dir);
+	if (posix_memalign(&buffer, 4096, RECORD_BYTES))
+		return -ENOMEM;
+	memset(buffer, 'r', RECORD_BYTES);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	for (int i = 0; fd >= 0 && i < count && !ret; i++)
+		if (write(fd, buffer, RECORD_BYTES) != RECORD_BYTES)
+			ret = -EIO;
+	if (fd < 0 || ret || fsync(fd) < 0) {
+		ret = -EIO;
+		goto out;
+	}
+	close(fd);
+	fd = open(path, O_RDWR | (direct ? O_DIRECT | O_DSYNC : 0));
+	if (fd < 0) {
+		ret = -errno;
+		goto out;
+	}
+	start = now_seconds();
+	for (int i = 0; i < count && !ret; i++) {
+		if (pwrite(fd, buffer, RECORD_BYTES, (off_t)i * RECORD_BYTES) != RECORD_BYTES ||
+		    (!direct && fdatasync(fd) < 0))
+			ret = -EIO;
+	}
+	*mean_us = (now_seconds() - start) / count * 1e6;
+out:
+	if (fd >= 0)
+		close(fd);
+	unlink(path);
+	free(buffer);
+	return ret;
 }
 
 enum rocksdb_mode { ROCKSDB_SYNC, ROCKSDB_RECYCLE, ROCKSDB_COMMIT_LOG };
@@ -219,6 +267,10 @@ int main(int argc, char **argv)
 		printf("  fdatasync-append     %8.1f us\n", mean_us);
 	if (!ret && !(ret = fdatasync_loop(dir, count, 1, &mean_us)))
 		printf("  fdatasync-overwrite  %8.1f us\n", mean_us);
+	if (!ret && !(ret = overwrite_loop(dir, count, false, &mean_us)))
+		printf("  overwrite-16k        %8.1f us (pwrite + fdatasync)\n", mean_us);
+	if (!ret && !(ret = overwrite_loop(dir, count, true, &mean_us)))
+		printf("  overwrite-16k-direct %8.1f us (O_DIRECT | O_DSYNC)\n", mean_us);
 	if (!ret && !(ret = rocksdb_loop(dir, count, ROCKSDB_SYNC, &mean_us)))
 		printf("  rocksdb              %8.1f us per synced batch\n", mean_us);
 	if (!ret && !(ret = rocksdb_loop(dir, count, ROCKSDB_RECYCLE, &mean_us)))
