@@ -222,8 +222,8 @@ struct alloc_pool {
 	 * give blocks until then.
 	 */
 	uint64_t full_until_ms;
-	bool grace_logged; /* said once per grace period that it is passed over */
-	bool away_logged;  /* the same while it cannot be reached */
+	/* EAGAIN (grace) or ENOTCONN (away): the reason last logged, once per episode */
+	int passed_over_for;
 };
 
 struct ngnfs_cache {

@@ -1465,21 +1465,18 @@ void cache_refill_pool(struct ngnfs_cache *cache, uint16_t device)
 					device);
 		pool->full_until_ms = cache_now_ms() + CACHE_FULL_RECHECK_MS;
 		pool->error = ret;
-	} else if (ret == -EAGAIN) {
-		if (!pool->grace_logged)
-			ngnfs_cache_log("device %u is in its reclaim grace period after a restart: "
-					"new blocks come from the other devices until it ends\n",
-					device);
-		pool->grace_logged = true;
-		pool->full_until_ms = cache_now_ms() + CACHE_GRACE_RECHECK_MS;
-		pool->error = ret;
-	} else if (ret == -ENOTCONN) {
-		if (!pool->away_logged)
-			ngnfs_cache_log("device %u cannot be reached: new blocks come from the "
-					"other devices until it answers\n",
-					device);
-		pool->away_logged = true;
-		pool->full_until_ms = cache_now_ms() + CACHE_AWAY_RECHECK_MS;
+	} else if (ret == -EAGAIN || ret == -ENOTCONN) {
+		if (pool->passed_over_for != ret)
+			ngnfs_cache_log("device %u %s: new blocks come from the other devices "
+					"until %s\n",
+					device,
+					ret == -EAGAIN
+					    ? "is in its reclaim grace period after a restart"
+					    : "cannot be reached",
+					ret == -EAGAIN ? "it ends" : "it answers");
+		pool->passed_over_for = ret;
+		pool->full_until_ms = cache_now_ms() + (ret == -EAGAIN ? CACHE_GRACE_RECHECK_MS
+								       : CACHE_AWAY_RECHECK_MS);
 		pool->error = ret;
 	} else if (ret < 0) {
 		ngnfs_cache_log("ALLOC of %u blocks on device %u failed: %s (%d)\n", batch, device,
@@ -1487,8 +1484,7 @@ void cache_refill_pool(struct ngnfs_cache *cache, uint16_t device)
 		pool->error = ret;
 	} else {
 		pool->full_until_ms = 0;
-		pool->grace_logged = false;
-		pool->away_logged = false;
+		pool->passed_over_for = 0;
 	}
 	for (i = 0; i < allocated; i++) {
 		/* A device hands out its own blocks; anything else is not trusted. */

@@ -93,31 +93,41 @@ static int init_dir_inode(struct ngnfs_txn *txn, uint64_t parent_self, uint32_t 
 	return 0;
 }
 
-static int mkfs_txn(struct ngnfs_txn *txn, void *arg)
+/*
+ * The fixed-location blocks (indexes below NGNFS_FIRST_ALLOC_INDEX) of
+ * devices [first, end), zeroed: the servers then count them as in use
+ * from the start, and none of them can ever be handed out by ALLOC.  The
+ * superblock is one of device 0's; the caller fills it in afterwards.
+ */
+static int write_fixed_blocks(struct ngnfs_txn *txn, uint16_t first, uint16_t end)
 {
-	struct mkfs_args *args = arg;
-	uint64_t super_blkno = ngnfs_blkno_make(0, NGNFS_SUPER_INDEX);
-	struct ngnfs_super *super;
-	struct timespec now;
-	uint64_t root, orphans, index;
-	uint16_t device;
 	void *data;
 	int ret;
 
-	/*
-	 * Write every fixed-location block (indexes below
-	 * NGNFS_FIRST_ALLOC_INDEX) of every device, zeroed except the
-	 * superblock: the servers then count them as in use from the start,
-	 * and none of them can ever be handed out by ALLOC.
-	 */
-	for (device = 0; device < args->device_count; device++) {
-		for (index = 0; index < NGNFS_FIRST_ALLOC_INDEX; index++) {
+	for (uint16_t device = first; device < end; device++) {
+		for (uint64_t index = 0; index < NGNFS_FIRST_ALLOC_INDEX; index++) {
 			ret = ngnfs_txn_write(txn, ngnfs_blkno_make(device, index), &data);
 			if (ret < 0)
 				return ret;
 			memset(data, 0, NGNFS_BLOCK_SIZE);
 		}
 	}
+	return 0;
+}
+
+static int mkfs_txn(struct ngnfs_txn *txn, void *arg)
+{
+	struct mkfs_args *args = arg;
+	uint64_t super_blkno = ngnfs_blkno_make(0, NGNFS_SUPER_INDEX);
+	struct ngnfs_super *super;
+	struct timespec now;
+	uint64_t root, orphans;
+	void *data;
+	int ret;
+
+	ret = write_fixed_blocks(txn, 0, args->device_count);
+	if (ret < 0)
+		return ret;
 	ret = ngnfs_txn_write(txn, super_blkno, &data);
 	if (ret < 0)
 		return ret;
@@ -149,12 +159,38 @@ static void client_config_init(struct ngnfs_client_config *config, const char *c
 	config->device_count = count;
 }
 
+/*
+ * fn in one stable transaction on a cache of its own over the formatted
+ * devices, synced before it returns: how mkfs and add-devices write the
+ * superblock.  Failures are reported as "op: ..." with what was written.
+ */
+static int write_on_devices(const char *const *addresses, uint16_t count, const uint8_t *fs_id,
+			    ngnfs_txn_fn fn, void *arg, const char *op, const char *what)
+{
+	struct ngnfs_client_config client_config;
+	struct ngnfs_cache_config cache_config = { .durability = NGNFS_DURABILITY_STABLE };
+	struct ngnfs_cache *cache;
+	int ret;
+
+	client_config_init(&client_config, addresses, count);
+	memcpy(client_config.fs_id, fs_id, NGNFS_FS_ID_SIZE);
+	ret = ngnfs_cache_create_with_client(&client_config, &cache_config, &cache);
+	if (ret < 0)
+		return ngnfs_fail(ret, "%s: cannot open the filesystem on %u devices (%s)", op,
+				  count, strerror(-ret));
+	ret = ngnfs_txn_run(cache, fn, arg);
+	if (ret == 0)
+		ret = ngnfs_cache_sync(cache);
+	ngnfs_cache_destroy(cache);
+	if (ret < 0)
+		return ngnfs_fail(ret, "%s: writing %s failed: %s", op, what, strerror(-ret));
+	return 0;
+}
+
 int ngnfs_mkfs(const struct ngnfs_mkfs_options *options, uint8_t fs_id_out[16])
 {
 	struct ngnfs_client_config client_config;
-	struct ngnfs_cache_config cache_config = { 0 };
 	struct ngnfs_client *client;
-	struct ngnfs_cache *cache;
 	struct mkfs_args args;
 	uint8_t fs_id[NGNFS_FS_ID_SIZE];
 	struct ngnfs_msg info;
@@ -199,21 +235,12 @@ int ngnfs_mkfs(const struct ngnfs_mkfs_options *options, uint8_t fs_id_out[16])
 	ngnfs_client_destroy(client);
 
 	mkfs_progress(options, "writing the superblock and the root directory");
-	client_config_init(&client_config, options->device_addresses, options->device_count);
-	memcpy(client_config.fs_id, fs_id, sizeof(fs_id));
-	cache_config.durability = NGNFS_DURABILITY_STABLE;
-	ret = ngnfs_cache_create_with_client(&client_config, &cache_config, &cache);
-	if (ret < 0)
-		return ngnfs_fail(ret, "mkfs: cannot open the new filesystem (%s)", strerror(-ret));
 	args.fs_id = fs_id;
 	args.device_count = options->device_count;
-	ret = ngnfs_txn_run(cache, mkfs_txn, &args);
-	if (ret == 0)
-		ret = ngnfs_cache_sync(cache);
-	ngnfs_cache_destroy(cache);
+	ret = write_on_devices(options->device_addresses, options->device_count, fs_id, mkfs_txn,
+			       &args, "mkfs", "the superblock and root");
 	if (ret < 0)
-		return ngnfs_fail(ret, "mkfs: writing the superblock and root failed: %s",
-				  strerror(-ret));
+		return ret;
 	if (fs_id_out)
 		memcpy(fs_id_out, fs_id, sizeof(fs_id));
 	mkfs_progress(options, "done: root directory is inode %llu",
@@ -246,14 +273,9 @@ static int grow_txn(struct ngnfs_txn *txn, void *arg)
 	if (le32toh(super->device_count) != args->old_count)
 		return ngnfs_fail(-ESTALE,
 				  "add-devices: the superblock's device count changed meanwhile");
-	for (uint16_t device = args->old_count; device < args->new_count; device++) {
-		for (uint64_t index = 0; index < NGNFS_FIRST_ALLOC_INDEX; index++) {
-			ret = ngnfs_txn_write(txn, ngnfs_blkno_make(device, index), &data);
-			if (ret < 0)
-				return ret;
-			memset(data, 0, NGNFS_BLOCK_SIZE);
-		}
-	}
+	ret = write_fixed_blocks(txn, args->old_count, args->new_count);
+	if (ret < 0)
+		return ret;
 	super->device_count = htole32(args->new_count);
 	return 0;
 }
@@ -280,11 +302,9 @@ int ngnfs_add_devices(const struct ngnfs_mkfs_options *options, bool force, uint
 {
 	uint64_t super_blkno = ngnfs_blkno_make(0, NGNFS_SUPER_INDEX);
 	struct ngnfs_client_config client_config;
-	struct ngnfs_cache_config cache_config = { 0 };
 	uint8_t fs_id[NGNFS_FS_ID_SIZE];
 	struct ngnfs_super super;
 	struct ngnfs_client *client;
-	struct ngnfs_cache *cache;
 	struct grow_args args;
 	struct ngnfs_msg info;
 	uint8_t *block = NULL;
@@ -391,20 +411,10 @@ int ngnfs_add_devices(const struct ngnfs_mkfs_options *options, bool force, uint
 
 	mkfs_progress(options, "raising the superblock's device count from %u to %u",
 		      args.old_count, count);
-	client_config_init(&client_config, options->device_addresses, count);
-	memcpy(client_config.fs_id, fs_id, sizeof(fs_id));
-	cache_config.durability = NGNFS_DURABILITY_STABLE;
-	ret = ngnfs_cache_create_with_client(&client_config, &cache_config, &cache);
+	ret = write_on_devices(options->device_addresses, count, fs_id, grow_txn, &args,
+			       "add-devices", "the superblock");
 	if (ret < 0)
-		return ngnfs_fail(ret, "add-devices: cannot open the filesystem on %u devices (%s)",
-				  count, strerror(-ret));
-	ret = ngnfs_txn_run(cache, grow_txn, &args);
-	if (ret == 0)
-		ret = ngnfs_cache_sync(cache);
-	ngnfs_cache_destroy(cache);
-	if (ret < 0)
-		return ngnfs_fail(ret, "add-devices: writing the superblock failed: %s",
-				  strerror(-ret));
+		return ret;
 	*added = (uint16_t)(count - args.old_count);
 	mkfs_progress(options,
 		      "done: the filesystem has %u devices; give every gateway and "
