@@ -278,11 +278,36 @@ static int read_meta(rocksdb_t *db, rocksdb_readoptions_t *read_options, uint64_
 }
 
 /*
+ * Where the replay stopped.  A log ends cleanly at zeros (never written)
+ * or at a record of an older lap (a lower sequence number).  Anything
+ * else is either where a power cut cut the last record short (never
+ * acknowledged) or damage to a record that was, and scan_log() tells
+ * which: a header of the next number or a later one that is not whole
+ * (TORN), or bytes that are no header (UNKNOWN: also what the tail of an
+ * older lap's record looks like once the records before it were
+ * overwritten, which is how most logs that went round end).
+ */
+enum replay_end {
+	REPLAY_END_CLEAN,
+	REPLAY_END_TORN,
+	REPLAY_END_UNKNOWN,
+};
+
+static bool all_zero(const uint8_t *bytes, size_t length)
+{
+	for (size_t i = 0; i < length; i++)
+		if (bytes[i])
+			return false;
+	return true;
+}
+
+/*
  * Applies the records that follow seq at offset, for as long as each is
- * whole and the next in sequence; leaves the writer after the last one.
+ * whole and the next in sequence; leaves the writer after the last one
+ * and says in *end what was found where it stopped.
  */
 static int replay(struct commit_log *log, rocksdb_t *db, uint64_t seq, uint64_t offset,
-		  uint64_t *applied)
+		  uint64_t *applied, enum replay_end *end)
 {
 	*applied = 0;
 	for (;;) {
@@ -302,8 +327,13 @@ static int replay(struct commit_log *log, rocksdb_t *db, uint64_t seq, uint64_t 
 			return -EIO;
 		}
 		memcpy(&header, log->buffer, sizeof(header));
-		if (le32toh(header.magic) != NGNFS_COMMIT_LOG_MAGIC ||
-		    le64toh(header.seq) != seq + 1)
+		if (le32toh(header.magic) != NGNFS_COMMIT_LOG_MAGIC) {
+			*end = all_zero(log->buffer, sizeof(header)) ? REPLAY_END_CLEAN
+								     : REPLAY_END_UNKNOWN;
+			break;
+		}
+		*end = le64toh(header.seq) <= seq ? REPLAY_END_CLEAN : REPLAY_END_TORN;
+		if (le64toh(header.seq) != seq + 1)
 			break;
 		kind = le16toh(header.kind);
 		payload_length = le32toh(header.payload_length);
@@ -329,7 +359,7 @@ static int replay(struct commit_log *log, rocksdb_t *db, uint64_t seq, uint64_t 
 		}
 		if (record_crc(&header, log->buffer + HEADER_SIZE, payload_length) !=
 		    le32toh(header.crc))
-			break; /* torn: the end of the log */
+			break;
 		batch = rocksdb_writebatch_create_from((const char *)log->buffer + HEADER_SIZE,
 						       payload_length);
 		rocksdb_write(db, log->unsynced, batch, &error);
@@ -349,9 +379,207 @@ static int replay(struct commit_log *log, rocksdb_t *db, uint64_t seq, uint64_t 
 	return 0;
 }
 
-int commit_log_open(struct commit_log *log, rocksdb_t *db, rocksdb_readoptions_t *read_options,
-		    const char *db_path, uint32_t size_mb)
+/* What scan_log() found. */
+struct log_scan {
+	uint64_t highest;     /* highest sequence number in any record header */
+	uint64_t later;	      /* whole batch records numbered after the one asked about */
+	uint64_t first_later; /* the lowest and highest of those */
+	uint64_t last_later;
+};
+
+/*
+ * Reads the whole log.  A batch record is written only once the one
+ * before it is on disk, so a whole record numbered after the last one the
+ * replay could apply means that one was whole once and is damaged now:
+ * acknowledged group commits that the replay would silently drop.
+ */
+static int scan_log(struct commit_log *log, uint64_t after, struct log_scan *scan)
 {
+	const size_t chunk = 1 << 20;
+	uint8_t *buffer;
+	int ret = 0;
+
+	memset(scan, 0, sizeof(*scan));
+	if (posix_memalign((void **)&buffer, NGNFS_COMMIT_LOG_ALIGN, chunk))
+		return -ENOMEM;
+	for (uint64_t base = 0; base < log->size && !ret; base += chunk) {
+		size_t want = (size_t)(log->size - base < chunk ? log->size - base : chunk);
+
+		if (pread(log->fd, buffer, want, (off_t)base) != (ssize_t)want) {
+			fprintf(stderr, "blockd: cannot read the commit log at %llu: %s\n",
+				(unsigned long long)base, strerror(errno));
+			ret = -EIO;
+			break;
+		}
+		for (size_t slot = 0; slot < want; slot += NGNFS_COMMIT_LOG_ALIGN) {
+			struct ngnfs_commit_log_record header;
+			uint64_t offset = base + slot, seq, length;
+			uint32_t payload_length;
+
+			memcpy(&header, buffer + slot, sizeof(header));
+			if (le32toh(header.magic) != NGNFS_COMMIT_LOG_MAGIC)
+				continue;
+			seq = le64toh(header.seq);
+			if (seq > scan->highest)
+				scan->highest = seq;
+			payload_length = le32toh(header.payload_length);
+			length = align_up(HEADER_SIZE + (uint64_t)payload_length);
+			if (seq <= after || le16toh(header.kind) != NGNFS_COMMIT_LOG_BATCH ||
+			    length > log->size / 2 || length > log->size - offset)
+				continue;
+			if (ensure_buffer(log, length)) {
+				ret = -ENOMEM;
+				break;
+			}
+			if (pread(log->fd, log->buffer, length, (off_t)offset) != (ssize_t)length) {
+				fprintf(stderr, "blockd: cannot read the commit log at %llu: %s\n",
+					(unsigned long long)offset, strerror(errno));
+				ret = -EIO;
+				break;
+			}
+			if (record_crc(&header, log->buffer + HEADER_SIZE, payload_length) !=
+			    le32toh(header.crc))
+				continue;
+			if (!scan->later || seq < scan->first_later)
+				scan->first_later = seq;
+			if (seq > scan->last_later)
+				scan->last_later = seq;
+			scan->later++;
+		}
+	}
+	free(buffer);
+	return ret;
+}
+
+/*
+ * Starts the writer over at the beginning of the log, numbering after
+ * every record the log holds, so that none of them can ever be taken for
+ * a new one; the META record says so durably before anything is written.
+ */
+static int restart_numbering(struct commit_log *log, rocksdb_t *db, uint64_t highest)
+{
+	rocksdb_writebatch_t *batch = rocksdb_writebatch_create();
+	char *error = NULL;
+
+	if (highest < log->last_seq)
+		highest = log->last_seq;
+	put_meta(batch, highest, 0);
+	rocksdb_write(db, log->synced, batch, &error);
+	rocksdb_writebatch_destroy(batch);
+	if (error) {
+		fprintf(stderr, "blockd: cannot write the commit log position: %s\n", error);
+		rocksdb_free(error);
+		return -EIO;
+	}
+	log->last_seq = highest;
+	log->write_offset = 0;
+	log->used = 0;
+	return 0;
+}
+
+static int open_log_file(struct commit_log *log, const char *path)
+{
+	log->fd = open(path, O_RDWR | O_DIRECT | O_DSYNC | O_CLOEXEC);
+	log->direct = log->fd >= 0;
+	if (log->fd < 0 && errno == EINVAL)
+		log->fd = open(path, O_RDWR | O_CLOEXEC); /* no O_DIRECT here (tmpfs) */
+	if (log->fd < 0) {
+		fprintf(stderr, "blockd: cannot open commit log %s: %s\n", path, strerror(errno));
+		return -EIO;
+	}
+	return 0;
+}
+
+/*
+ * After the replay: a suspect end is the torn last record of a power cut
+ * (a warning) unless whole records follow it, which is damage: blockd
+ * refuses to start, because starting would lose acknowledged writes,
+ * unless the operator accepted the loss (the log is then numbered past
+ * the damage, so the next start does not refuse again).
+ */
+static int check_log_end(struct commit_log *log, rocksdb_t *db, const char *path,
+			 enum replay_end end, bool accept_damage)
+{
+	uint64_t stopped_at = log->write_offset;
+	struct log_scan scan;
+	int ret;
+
+	if (end == REPLAY_END_CLEAN)
+		return 0;
+	ret = scan_log(log, log->last_seq, &scan);
+	if (ret)
+		return ret;
+	if (!scan.later && end == REPLAY_END_UNKNOWN)
+		return 0;
+	if (!scan.later) {
+		log_warn("commit log %s: the record at %llu after record %llu is not whole: the "
+			 "end of the log, cut short by a power cut or crash before it was "
+			 "acknowledged",
+			 path, (unsigned long long)stopped_at, (unsigned long long)log->last_seq);
+		return 0;
+	}
+	if (!accept_damage) {
+		fprintf(
+		    stderr,
+		    "blockd: commit log %s is damaged: the record after %llu (at offset %llu) "
+		    "is not whole, but %llu whole records from %llu to %llu follow it, so group "
+		    "commits that were acknowledged as durable would be lost.  Refusing to "
+		    "start; keep the folder as it is.  To start with the writes up to record "
+		    "%llu only, start once with --commit-log-accept-damage true "
+		    "(docs/operations.md)\n",
+		    path, (unsigned long long)log->last_seq, (unsigned long long)stopped_at,
+		    (unsigned long long)scan.later, (unsigned long long)scan.first_later,
+		    (unsigned long long)scan.last_later, (unsigned long long)log->last_seq);
+		return -EUCLEAN;
+	}
+	log_error("commit log %s: damaged after record %llu (offset %llu); started without "
+		  "records %llu to %llu as --commit-log-accept-damage allows: the group commits "
+		  "they held are lost",
+		  path, (unsigned long long)log->last_seq, (unsigned long long)stopped_at,
+		  (unsigned long long)log->last_seq + 1, (unsigned long long)scan.last_later);
+	return restart_numbering(log, db, scan.highest);
+}
+
+/*
+ * A log of another size than configured is replaced once the replay has
+ * made RocksDB durable, when none of it is needed any more: numbering
+ * first (a crash before the new file is in place leaves the old one, none
+ * of whose records can then be taken for new ones), then the new file.
+ */
+static int resize_log(struct commit_log *log, rocksdb_t *db, const char *db_path, const char *path,
+		      uint64_t size)
+{
+	uint64_t old_size = log->size;
+	struct log_scan scan;
+	int ret;
+
+	ret = scan_log(log, UINT64_MAX, &scan);
+	if (!ret)
+		ret = restart_numbering(log, db, scan.highest);
+	if (ret)
+		return ret;
+	close(log->fd);
+	log->fd = -1;
+	ret = create_log(db_path, path, size);
+	if (ret) {
+		fprintf(stderr, "blockd: cannot make a new commit log %s (%llu MiB): %s\n", path,
+			(unsigned long long)(size >> 20), strerror(-ret));
+		return -EIO;
+	}
+	ret = open_log_file(log, path);
+	if (ret)
+		return ret;
+	log->size = size;
+	log_info("commit log %s: resized from %llu to %llu MiB", path,
+		 (unsigned long long)(old_size >> 20), (unsigned long long)(size >> 20));
+	return 0;
+}
+
+int commit_log_open(struct commit_log *log, rocksdb_t *db, rocksdb_readoptions_t *read_options,
+		    const char *db_path, const struct commit_log_options *options)
+{
+	uint64_t configured_size = (uint64_t)options->size_mb << 20;
+	enum replay_end end;
 	rocksdb_writebatch_t *probe = rocksdb_writebatch_create();
 	uint64_t seq, next_offset, applied;
 	size_t before, after;
@@ -378,10 +606,10 @@ int commit_log_open(struct commit_log *log, rocksdb_t *db, rocksdb_readoptions_t
 				strerror(errno));
 			return -EIO;
 		}
-		ret = create_log(db_path, path, (uint64_t)size_mb << 20);
+		ret = create_log(db_path, path, configured_size);
 		if (ret) {
 			fprintf(stderr, "blockd: cannot create commit log %s (%u MiB): %s\n", path,
-				size_mb, strerror(-ret));
+				options->size_mb, strerror(-ret));
 			return -EIO;
 		}
 		if (stat(path, &st) < 0)
@@ -397,14 +625,9 @@ int commit_log_open(struct commit_log *log, rocksdb_t *db, rocksdb_readoptions_t
 			NGNFS_COMMIT_LOG_MIN_MB);
 		return -EINVAL;
 	}
-	log->fd = open(path, O_RDWR | O_DIRECT | O_DSYNC | O_CLOEXEC);
-	log->direct = log->fd >= 0;
-	if (log->fd < 0 && errno == EINVAL)
-		log->fd = open(path, O_RDWR | O_CLOEXEC); /* no O_DIRECT here (tmpfs) */
-	if (log->fd < 0) {
-		fprintf(stderr, "blockd: cannot open commit log %s: %s\n", path, strerror(errno));
-		return -EIO;
-	}
+	ret = open_log_file(log, path);
+	if (ret)
+		return ret;
 	if (!log->direct)
 		log_warn("commit log %s: O_DIRECT refused, records are fdatasync'd instead", path);
 
@@ -418,7 +641,7 @@ int commit_log_open(struct commit_log *log, rocksdb_t *db, rocksdb_readoptions_t
 			(unsigned long long)next_offset, (unsigned long long)log->size, path);
 		return -EINVAL;
 	}
-	ret = replay(log, db, seq, next_offset, &applied);
+	ret = replay(log, db, seq, next_offset, &applied, &end);
 	if (ret)
 		return ret;
 	/*
@@ -438,7 +661,10 @@ int commit_log_open(struct commit_log *log, rocksdb_t *db, rocksdb_readoptions_t
 			 (unsigned long long)applied,
 			 (unsigned long long)(log->last_seq - applied + 1),
 			 (unsigned long long)log->last_seq);
-	return 0;
+	ret = check_log_end(log, db, path, end, options->accept_damage);
+	if (!ret && log->size != configured_size)
+		ret = resize_log(log, db, db_path, path, configured_size);
+	return ret;
 }
 
 void commit_log_without_wal(struct commit_log *log)

@@ -31,10 +31,16 @@
  * A batch too large for half the log is written to RocksDB with a sync
  * instead, which makes everything before it durable too.
  *
+ * Where the replay stops at something other than zeros or an older
+ * record, the whole log is read: whole records numbered after the stop
+ * mean a record that was acknowledged is damaged, and blockd refuses to
+ * start (commit_log_options.accept_damage starts it with what comes
+ * before the damage); none mean the torn end of a power cut.
+ *
+ * A log of another size than configured is replaced by one of that size
+ * at open, once the replay has made it unnecessary.
+ *
  * XXX:
- *  - A record damaged in the middle of the log (not its torn end) ends
- *    the replay there, as RocksDB's point-in-time recovery would: the
- *    records after it are not applied.
  *  - Where O_DIRECT is refused (tmpfs) the log is written through the
  *    page cache and fdatasync'd, which is slower than a synced RocksDB
  *    write.
@@ -63,13 +69,19 @@ struct commit_log {
 	bool no_wal;		 /* tests only: see commit_log_without_wal() */
 };
 
+struct commit_log_options {
+	uint32_t size_mb;   /* of a new log; an existing one is resized to it */
+	bool accept_damage; /* start past a damaged record, losing it and what follows */
+};
+
 /*
- * Opens (creating it, size_mb MiB, if missing) the log of the store at
- * db_path and applies to db every record RocksDB does not have yet.
- * -EIO and a line on stderr if the file cannot be made or read.
+ * Opens (creating it if missing) the log of the store at db_path and
+ * applies to db every record RocksDB does not have yet.  -EIO and a line
+ * on stderr if the file cannot be made or read, -EUCLEAN if it is damaged
+ * (and options->accept_damage is false).
  */
 int commit_log_open(struct commit_log *log, rocksdb_t *db, rocksdb_readoptions_t *read_options,
-		    const char *db_path, uint32_t size_mb);
+		    const char *db_path, const struct commit_log_options *options);
 void commit_log_close(struct commit_log *log);
 /*
  * Tests only: logged batches go to RocksDB without its WAL, so that a

@@ -67,7 +67,11 @@ static const struct setting settings[] = {
 	  "true (default): group commits are made durable by the commit log; false: by a "
 	  "synced RocksDB write (slower)" },
 	{ "commit_log_mb", SETTING_U32, FIELD(commit_log_mb), NGNFS_COMMIT_LOG_MIN_MB, 65536,
-	  "size of the commit log when it is created, MiB (default 64)" },
+	  "size of the commit log, MiB; an existing log of another size is replaced at start "
+	  "(default 64)" },
+	{ "commit_log_accept_damage", SETTING_BOOL, FIELD(commit_log_accept_damage), 0, 0,
+	  "true starts on a commit log damaged in the middle, without the damaged record and "
+	  "those after it (acknowledged writes are lost; default false: refuse to start)" },
 	{ "commit_log_only_after", SETTING_U32, FIELD(commit_log_only_after), 0, 1000000000,
 	  "tests only: after N logged group commits, write only the commit log, as if RocksDB "
 	  "had lost them (default 0: never)" },

@@ -31,6 +31,7 @@ struct blockd_config {
 	uint32_t fail_commit_at;  /* tests only */
 	bool commit_log;
 	uint32_t commit_log_mb;
+	bool commit_log_accept_damage;
 	uint32_t commit_log_only_after; /* tests only */
 	bool commit_log_test_no_wal;	/* tests only */
 	uint64_t total_blocks;

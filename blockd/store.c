@@ -242,6 +242,10 @@ static int write_identity(struct blockd_store *store, const char *what)
 
 int store_open(struct blockd_store *store, const struct blockd_config *config)
 {
+	const struct commit_log_options log_options = {
+		.size_mb = config->commit_log_mb,
+		.accept_damage = config->commit_log_accept_damage,
+	};
 	char *error = NULL;
 	int state;
 	int ret;
@@ -279,7 +283,7 @@ int store_open(struct blockd_store *store, const struct blockd_config *config)
 	} else {
 		/* before the identity: a FORMAT may be among the records to replay */
 		ret = commit_log_open(&store->commit_log, store->db, store->read_options,
-				      config->db, config->commit_log_mb);
+				      config->db, &log_options);
 		if (!ret)
 			ret = read_identity(store);
 		if (!ret && store->format_version < NGNFS_STORE_FORMAT_VERSION) {
@@ -294,7 +298,7 @@ int store_open(struct blockd_store *store, const struct blockd_config *config)
 	}
 	if (!ret)
 		ret = commit_log_open(&store->commit_log, store->db, store->read_options,
-				      config->db, config->commit_log_mb);
+				      config->db, &log_options);
 	return ret;
 }
 

@@ -19,7 +19,7 @@ foreach(case bad_flags bad_config config_file_serves foreign_folder foreign_rock
 	     write_refused corrupt_block
 	     malformed_frames held_write grant_fifo alloc session_epochs cmpxchg_incoherent set_commit
 	     indoubt_abort indoubt_commit indoubt_restart restart_sigterm restart_sigkill commit_log_replay
-	     commit_log_wraps store_upgrade grace primary_timeout
+	     commit_log_wraps commit_log_damage commit_log_torn_end commit_log_resize store_upgrade grace primary_timeout
 	     group_commit sigterm_under_load sigkill_under_load
 	     resolved_sets_stay_resolved stale_stage_keeps_pin indoubt_sigterm store_failure_stops
 	     unread_replies unread_replies_revoked

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1923,6 +1924,236 @@ static void case_commit_log_wraps(void)
 	stop(cluster);
 }
 
+/* A batch record of a stopped device's commit log, as the tests find them. */
+struct log_record {
+	uint64_t seq;
+	uint64_t offset;
+};
+
+/*
+ * The batch records of the commit log (whole or not), in sequence order,
+ * and the file's contents, for a test to damage.
+ */
+static uint8_t *read_log_records(struct ngnfs_test_cluster *cluster, size_t *size,
+				 struct log_record *records, unsigned int max, unsigned int *count)
+{
+	char path[4200];
+	uint8_t *log;
+
+	snprintf(path, sizeof(path), "%s/%s", ngnfs_test_cluster_db_path(cluster, 0),
+		 NGNFS_COMMIT_LOG_FILE);
+	log = (uint8_t *)ngnfs_test_read_file(path, size);
+	if (!log)
+		fail("cannot read the commit log %s", path);
+	*count = 0;
+	for (size_t offset = 0; offset + NGNFS_COMMIT_LOG_ALIGN <= *size;
+	     offset += NGNFS_COMMIT_LOG_ALIGN) {
+		struct ngnfs_commit_log_record header;
+		unsigned int at;
+
+		memcpy(&header, log + offset, sizeof(header));
+		if (le32toh(header.magic) != NGNFS_COMMIT_LOG_MAGIC ||
+		    le16toh(header.kind) != NGNFS_COMMIT_LOG_BATCH || *count == max)
+			continue;
+		for (at = *count; at > 0 && records[at - 1].seq > le64toh(header.seq); at--)
+			records[at] = records[at - 1];
+		records[at].seq = le64toh(header.seq);
+		records[at].offset = offset;
+		(*count)++;
+	}
+	return log;
+}
+
+/* Flips one byte of a record's payload in the stopped device's log, as a media error would. */
+static void damage_log_record(struct ngnfs_test_cluster *cluster, const struct log_record *record)
+{
+	char path[4200];
+	uint8_t byte;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", ngnfs_test_cluster_db_path(cluster, 0),
+		 NGNFS_COMMIT_LOG_FILE);
+	fd = open(path, O_RDWR);
+	if (fd < 0 ||
+	    pread(fd, &byte, 1,
+		  (off_t)(record->offset + sizeof(struct ngnfs_commit_log_record) + 100)) != 1)
+		fail("cannot read record %llu of %s", (unsigned long long)record->seq, path);
+	byte ^= 0x40;
+	if (pwrite(fd, &byte, 1,
+		   (off_t)(record->offset + sizeof(struct ngnfs_commit_log_record) + 100)) != 1 ||
+	    fsync(fd) < 0 || close(fd) < 0)
+		fail("cannot damage record %llu of %s", (unsigned long long)record->seq, path);
+}
+
+/* Blocks [first, first + count) are at `version` (0: never written). */
+static void expect_version(struct tc *tc, uint64_t first, unsigned int count, uint64_t expected,
+			   const char *what)
+{
+	uint64_t version;
+	bool has_data;
+
+	for (uint64_t blkno = first; blkno < first + count; blkno++) {
+		EXPECT_STATUS(tc_get(tc, blkno, NGNFS_ACCESS_READ, 0, &version, &has_data, NULL),
+			      0);
+		if (version != expected || has_data != (expected != 0))
+			fail("%s: block %llu is at version %llu%s, expected %llu", what,
+			     (unsigned long long)blkno, (unsigned long long)version,
+			     has_data ? "" : " without data", (unsigned long long)expected);
+		EXPECT_STATUS(tc_release(tc, blkno, NGNFS_ACCESS_NONE), 0);
+	}
+}
+
+/*
+ * Leaves COUNT acknowledged one-block group commits in the commit log
+ * alone (RocksDB "lost" them, --commit-log-only-after 1) and the device
+ * killed: the records, one per block in block order, in `records`.
+ */
+static struct ngnfs_test_cluster *log_only_writes(uint64_t first, unsigned int count,
+						  struct log_record *records)
+{
+	struct ngnfs_test_cluster *cluster =
+	    start(1, (const char *[]){ "--grace-ms", "0", "--commit-log-only-after", "1", NULL });
+	unsigned int found, written = 0;
+	struct tc tc;
+	uint8_t *log;
+	size_t size;
+
+	format_all(cluster);
+	open_session(&tc, cluster, 0, 0);
+	write_round(&tc, first, count, 1);
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, SIGKILL), 0);
+	tc_close(&tc);
+	log = read_log_records(cluster, &size, records, count + 8, &found);
+	free(log);
+	/* the FORMAT (seq 1, in RocksDB too) and then one record per write */
+	for (unsigned int i = 0; i < found; i++)
+		if (records[i].seq > 1)
+			records[written++] = records[i];
+	EXPECT_U64("records of the writes in the commit log", written, count);
+	return cluster;
+}
+
+/*
+ * A record damaged in the middle of the log, with whole records after it,
+ * was acknowledged: blockd refuses to start rather than lose the writes
+ * after it, and leaves the log as it was.  Started once with
+ * --commit-log-accept-damage true it keeps what came before the damage,
+ * and numbers its records past the damaged ones, so that the next start
+ * neither refuses again nor applies any of them.
+ */
+static void case_commit_log_damage(void)
+{
+	enum { FIRST = 100, COUNT = 30, DAMAGED = 12 };
+	struct log_record records[COUNT + 8];
+	struct ngnfs_test_cluster *cluster = log_only_writes(FIRST, COUNT, records);
+	unsigned int found;
+	uint8_t *before, *after;
+	size_t size_before, size_after;
+	struct tc tc;
+
+	damage_log_record(cluster, &records[DAMAGED]);
+	before = read_log_records(cluster, &size_before, records, COUNT + 8, &found);
+	if (ngnfs_test_cluster_restart(cluster, 0) == 0)
+		fail("blockd started on a commit log damaged before 17 acknowledged records");
+	if (!log_contains(cluster, 0, "is damaged") ||
+	    !log_contains(cluster, 0, "whole records from") ||
+	    !log_contains(cluster, 0, "Refusing to start") ||
+	    !log_contains(cluster, 0, "--commit-log-accept-damage true"))
+		fail("blockd's refusal did not explain the damage and the way out");
+	after = read_log_records(cluster, &size_after, records, COUNT + 8, &found);
+	if (size_after != size_before || memcmp(before, after, size_before))
+		fail("blockd changed the damaged commit log while refusing it");
+	free(before);
+	free(after);
+
+	EXPECT_STATUS(
+	    ngnfs_test_cluster_restart_args(
+		cluster, 0, (const char *[]){ "--commit-log-accept-damage", "true", NULL }),
+	    0);
+	if (!log_contains(cluster, 0, "started without records"))
+		fail("blockd did not log which records it started without");
+	open_session(&tc, cluster, 0, 0);
+	expect_round(&tc, FIRST, DAMAGED, 1, "before the damaged record");
+	expect_version(&tc, FIRST + DAMAGED, COUNT - DAMAGED, 0,
+		       "the damaged record and those after it");
+	write_round(&tc, FIRST, DAMAGED, 2);
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, SIGKILL), 0);
+	tc_close(&tc);
+
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
+	open_session(&tc, cluster, 0, 0);
+	expect_round(&tc, FIRST, DAMAGED, 2, "written after the accepted damage, after kill -9");
+	expect_version(&tc, FIRST + DAMAGED, COUNT - DAMAGED, 0,
+		       "records numbered before the accepted damage, after kill -9");
+	tc_close(&tc);
+	stop(cluster);
+}
+
+/*
+ * The last record torn, as a power cut during its write would leave it
+ * (never acknowledged then): the end of the log, a warning, no refusal.
+ */
+static void case_commit_log_torn_end(void)
+{
+	enum { FIRST = 100, COUNT = 10 };
+	struct log_record records[COUNT + 8];
+	struct ngnfs_test_cluster *cluster = log_only_writes(FIRST, COUNT, records);
+	struct tc tc;
+
+	damage_log_record(cluster, &records[COUNT - 1]);
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
+	if (!log_contains(cluster, 0, "is not whole: the end of the log"))
+		fail("blockd did not warn about the torn last record");
+	if (!log_contains(cluster, 0, "commit log: applied 9 group commits"))
+		fail("blockd did not apply the 9 whole records before the torn one");
+	open_session(&tc, cluster, 0, 0);
+	expect_round(&tc, FIRST, COUNT - 1, 1, "before the torn record");
+	expect_version(&tc, FIRST + COUNT - 1, 1, 0, "the torn record");
+	tc_close(&tc);
+	stop(cluster);
+}
+
+/*
+ * --commit-log-mb changes the size of an existing log at the next start,
+ * after its records are applied: down to 2 MiB and back up to 64, each
+ * time with writes only the old log held.
+ */
+static void case_commit_log_resize(void)
+{
+	enum { FIRST = 100, COUNT = 30 };
+	struct log_record records[COUNT + 8];
+	struct ngnfs_test_cluster *cluster = log_only_writes(FIRST, COUNT, records);
+	char path[4200];
+	struct stat st;
+	struct tc tc;
+
+	snprintf(path, sizeof(path), "%s/%s", ngnfs_test_cluster_db_path(cluster, 0),
+		 NGNFS_COMMIT_LOG_FILE);
+	EXPECT_STATUS(ngnfs_test_cluster_restart_args(
+			  cluster, 0, (const char *[]){ "--commit-log-mb", "2", NULL }),
+		      0);
+	if (!log_contains(cluster, 0, "resized from 64 to 2 MiB"))
+		fail("blockd did not say it resized the commit log to 2 MiB");
+	if (stat(path, &st) < 0 || st.st_size != 2 << 20)
+		fail("the commit log is %lld bytes after resizing to 2 MiB", (long long)st.st_size);
+	open_session(&tc, cluster, 0, 0);
+	expect_round(&tc, FIRST, COUNT, 1, "replayed from the 64 MiB log before the resize");
+	write_round(&tc, FIRST, COUNT, 2);
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, SIGKILL), 0);
+	tc_close(&tc);
+
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
+	if (!log_contains(cluster, 0, "resized from 2 to 64 MiB"))
+		fail("blockd did not say it resized the commit log back to 64 MiB");
+	if (stat(path, &st) < 0 || st.st_size != 64 << 20)
+		fail("the commit log is %lld bytes after resizing to 64 MiB",
+		     (long long)st.st_size);
+	open_session(&tc, cluster, 0, 0);
+	expect_round(&tc, FIRST, COUNT, 2, "replayed from the 2 MiB log before the resize");
+	tc_close(&tc);
+	stop(cluster);
+}
+
 /*
  * Rewrites a stopped device's store as store format version `version`;
  * for version 1 also as a blockd before the commit log left it: no log
@@ -2650,6 +2881,9 @@ static const struct {
 	{ "restart_sigkill", case_restart_sigkill },
 	{ "commit_log_replay", case_commit_log_replay },
 	{ "commit_log_wraps", case_commit_log_wraps },
+	{ "commit_log_damage", case_commit_log_damage },
+	{ "commit_log_torn_end", case_commit_log_torn_end },
+	{ "commit_log_resize", case_commit_log_resize },
 	{ "store_upgrade", case_store_upgrade },
 	{ "grace", case_grace },
 	{ "primary_timeout", case_primary_timeout },

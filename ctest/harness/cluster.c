@@ -491,7 +491,8 @@ static int read_port_file(const char *path, uint16_t *port)
 	return 0;
 }
 
-static int start_device(struct ngnfs_test_cluster *cluster, unsigned int device, uint16_t port)
+static int start_device(struct ngnfs_test_cluster *cluster, unsigned int device, uint16_t port,
+			const char *const *more_args)
 {
 	struct ngnfs_test_device *dev = &cluster->devices[device];
 	const char *argv[32 + 1];
@@ -514,6 +515,11 @@ static int start_device(struct ngnfs_test_cluster *cluster, unsigned int device,
 		if (argc == 32)
 			return -E2BIG;
 		argv[argc++] = cluster->extra_args[i];
+	}
+	for (size_t i = 0; more_args && more_args[i]; i++) {
+		if (argc == 32)
+			return -E2BIG;
+		argv[argc++] = more_args[i];
 	}
 	argv[argc] = NULL;
 
@@ -771,7 +777,7 @@ struct ngnfs_test_cluster *ngnfs_test_cluster_start_args(unsigned int device_cou
 
 	/* start them all, then wait: blockd start-up (RocksDB open) overlaps */
 	for (i = 0; i < device_count; i++) {
-		ret = start_device(cluster, i, 0);
+		ret = start_device(cluster, i, 0, NULL);
 		if (ret < 0) {
 			fprintf(stderr, "harness: starting device %u (%s): %s\n", i, blockd,
 				strerror(-ret));
@@ -916,6 +922,12 @@ int ngnfs_test_cluster_wait_exit(struct ngnfs_test_cluster *cluster, unsigned in
 
 int ngnfs_test_cluster_restart(struct ngnfs_test_cluster *cluster, unsigned int device)
 {
+	return ngnfs_test_cluster_restart_args(cluster, device, NULL);
+}
+
+int ngnfs_test_cluster_restart_args(struct ngnfs_test_cluster *cluster, unsigned int device,
+				    const char *const *more_args)
+{
 	struct ngnfs_test_device *dev;
 	uint64_t deadline = now_ms() + NGNFS_TEST_RESTART_PORT_MS;
 	int wait_status = 0;
@@ -928,7 +940,7 @@ int ngnfs_test_cluster_restart(struct ngnfs_test_cluster *cluster, unsigned int 
 	if (dev->pid > 0)
 		return -EBUSY;
 	for (;;) {
-		ret = start_device(cluster, device, dev->port);
+		ret = start_device(cluster, device, dev->port, more_args);
 		if (ret < 0) {
 			fprintf(stderr, "harness: restarting device %u: %s\n", device,
 				strerror(-ret));

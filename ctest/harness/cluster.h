@@ -97,6 +97,9 @@ int ngnfs_test_cluster_kill(struct ngnfs_test_cluster *cluster, unsigned int dev
  * -EBUSY if the device is still running, or a negative errno.
  */
 int ngnfs_test_cluster_restart(struct ngnfs_test_cluster *cluster, unsigned int device);
+/* The same with more blockd arguments (NULL-terminated) for this start only. */
+int ngnfs_test_cluster_restart_args(struct ngnfs_test_cluster *cluster, unsigned int device,
+				    const char *const *more_args);
 
 /*
  * Wait until the device's blockd exits on its own (timeout_ms), reap it and
