@@ -205,6 +205,16 @@ int ngnfs_data_truncate(struct ngnfs_txn *txn, struct ngnfs_inode *inode, uint64
 /* Implemented by xattr.c: free every xattr block of an inode being deleted. */
 int ngnfs_xattr_free_all(struct ngnfs_txn *txn, struct ngnfs_inode *inode);
 
+/*
+ * Sessions of clients other than this one on devices [0, device_count)
+ * (this client is one session on each), summed in *others; fn (may be
+ * NULL) hears each device that has any.  Used before work that is only
+ * safe with no other client connected (super.c).
+ */
+typedef void (*ngnfs_other_clients_fn)(void *arg, uint16_t device, uint64_t sessions);
+int ngnfs_count_other_clients(struct ngnfs_client *client, uint16_t device_count,
+			      ngnfs_other_clients_fn fn, void *arg, uint64_t *others);
+
 /* Open-file table (fs.c). */
 bool ngnfs_fs_is_open(struct ngnfs_fs *fs, uint64_t ino);
 /* mount: route the cache's invalidations to ngnfs_set_invalidate's callback (fs.c). */

@@ -543,27 +543,26 @@ static void reclaim_line(ngnfs_fsck_line_fn fn, void *arg, bool problem, const c
 	fn(arg, problem, line);
 }
 
-/* How many clients other than this mount each device has; -errno if one cannot say. */
+struct line_target {
+	ngnfs_fsck_line_fn fn;
+	void *arg;
+};
+
+static void say_other_clients(void *arg, uint16_t device, uint64_t sessions)
+{
+	struct line_target *target = arg;
+
+	reclaim_line(target->fn, target->arg, true, "device %u has %llu other client%s connected",
+		     device, (unsigned long long)sessions, sessions == 1 ? "" : "s");
+}
+
+/* How many clients other than this mount the devices have, each device's said as a line. */
 static int other_clients(struct ngnfs_fs *fs, ngnfs_fsck_line_fn fn, void *arg, uint64_t *others)
 {
-	struct ngnfs_statfs_device statfs;
-	uint16_t device;
-	int ret;
+	struct line_target target = { .fn = fn, .arg = arg };
 
-	*others = 0;
-	for (device = 0; device < fs->device_count; device++) {
-		ret = ngnfs_statfs_device(fs, device, &statfs);
-		if (ret < 0)
-			return ret;
-		/* our own mount is one session on every device */
-		if (statfs.client_sessions > 1) {
-			reclaim_line(fn, arg, true, "device %u has %llu other client%s connected",
-				     device, (unsigned long long)(statfs.client_sessions - 1),
-				     statfs.client_sessions == 2 ? "" : "s");
-			*others += statfs.client_sessions - 1;
-		}
-	}
-	return 0;
+	return ngnfs_count_other_clients(fs->client, fs->device_count, say_other_clients, &target,
+					 others);
 }
 
 int ngnfs_fsck_reclaim_orphans(struct ngnfs_fs *fs, bool force, ngnfs_fsck_line_fn fn, void *arg,

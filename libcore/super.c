@@ -280,20 +280,22 @@ static int grow_txn(struct ngnfs_txn *txn, void *arg)
 	return 0;
 }
 
-/* Sessions of other clients on the devices of the filesystem (this one excluded). */
-static int count_other_clients(struct ngnfs_client *client, uint16_t count, uint64_t *others)
+int ngnfs_count_other_clients(struct ngnfs_client *client, uint16_t device_count,
+			      ngnfs_other_clients_fn fn, void *arg, uint64_t *others)
 {
 	struct ngnfs_statfs_figures figures;
 	int ret;
 
 	*others = 0;
-	for (uint16_t device = 0; device < count; device++) {
+	for (uint16_t device = 0; device < device_count; device++) {
 		ret = ngnfs_client_statfs_sync(client, device, &figures);
 		if (ret < 0)
-			return ngnfs_fail(ret, "add-devices: STATFS of device %u: %s", device,
-					  strerror(-ret));
-		if (figures.client_sessions > 1)
-			*others += figures.client_sessions - 1;
+			return ngnfs_fail(ret, "STATFS of device %u: %s", device, strerror(-ret));
+		if (figures.client_sessions <= 1)
+			continue;
+		*others += figures.client_sessions - 1;
+		if (fn)
+			fn(arg, device, figures.client_sessions - 1);
 	}
 	return 0;
 }
@@ -382,7 +384,7 @@ int ngnfs_add_devices(const struct ngnfs_mkfs_options *options, bool force, uint
 			goto out_client;
 		}
 	}
-	ret = count_other_clients(client, args.old_count, &others);
+	ret = ngnfs_count_other_clients(client, args.old_count, NULL, NULL, &others);
 	if (ret < 0)
 		goto out_client;
 	if (others && !force) {
