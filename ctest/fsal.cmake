@@ -78,7 +78,8 @@ endforeach()
 #       entry; a third gateway runs from conf/ganesha.conf (the sample, with
 #       only port, paths, grace and devices changed) and serves a file
 #   fsal.e2e_restart    handles survive a gateway restart; kill -9 in stable
-#       mode loses nothing that was acknowledged
+#       mode loses nothing that was acknowledged; the next gateway frees the
+#       orphan a killed one left (a file unlinked while open)
 #   fsal.e2e_outage     single-device and multi-device write-backs in
 #       flight when every device dies are written again once the devices
 #       return; one whose devices stay away past Reclaim_Timeout_Ms is lost,

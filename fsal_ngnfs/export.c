@@ -59,6 +59,7 @@ static void ngnfs_fsal_release_export(struct fsal_export *fsal_export)
 	struct ngnfs_fsal_export *export = ngnfs_fsal_export_of(fsal_export);
 
 	LogDebug(COMPONENT_FSAL, "NGNFS: releasing export %u", fsal_export->export_id);
+	ngnfs_fsal_orphans_stop(export);
 	ngnfs_fsal_up_stop(export);
 	if (export->fs != NULL)
 		ngnfs_unmount(export->fs);
@@ -272,17 +273,21 @@ fsal_status_t ngnfs_fsal_create_export(struct fsal_module *module, void *parse_n
 	}
 
 	op_ctx->fsal_export = &export->export;
+	/* not fatal: the orphans then wait for `ngnfs reclaim-orphans` */
+	(void)ngnfs_fsal_orphans_start(export);
 
 	LogEvent(COMPONENT_FSAL,
 		 "NGNFS: export %u mounted %u device(s) %s \"%s\" durability=%s cache_size=%" PRIu64
 		 " writeback_interval_ms=%u reclaim_timeout_ms=%u allow_unreachable_devices=%s"
+		 " reclaim_orphans=%s"
 		 " root=%" PRIu64 ".%" PRIu64 " write_verifier=%016" PRIx64,
 		 op_ctx->ctx_export->export_id, export->options.device_count,
 		 export->options.devices ? "Devices" : "Devices_File",
 		 export->options.devices ? export->options.devices : export->options.devices_file,
 		 ngnfs_fsal_durability_name(export->options.durability), export->options.cache_size,
 		 export->options.writeback_interval_ms, export->options.reclaim_timeout_ms,
-		 export->options.allow_unreachable_devices ? "true" : "false", export->root.ino,
+		 export->options.allow_unreachable_devices ? "true" : "false",
+		 export->options.reclaim_orphans ? "true" : "false", export->root.ino,
 		 export->root.generation, ngnfs_fsal_write_verifier());
 	ngnfs_fsal_log_guard(export);
 	return fsalstat(ERR_FSAL_NO_ERROR, 0);

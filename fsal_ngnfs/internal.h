@@ -67,6 +67,8 @@ struct ngnfs_fsal_export_options {
 	uint32_t reclaim_timeout_ms;
 	/* mount with devices other than 0 unreachable (ngnfs_mount_options) */
 	bool allow_unreachable_devices;
+	/* free the orphans an earlier gateway left, once the grace period is over */
+	bool reclaim_orphans;
 };
 
 extern struct config_block ngnfs_fsal_export_config_block;
@@ -74,6 +76,7 @@ void ngnfs_fsal_export_options_free(struct ngnfs_fsal_export_options *options);
 const char *ngnfs_fsal_durability_name(uint32_t durability);
 
 struct ngnfs_fsal_up_queue;
+struct ngnfs_fsal_orphans;
 
 /* One export: ganesha's fsal_export plus the mounted filesystem. */
 struct ngnfs_fsal_export {
@@ -85,6 +88,8 @@ struct ngnfs_fsal_export {
 	fsal_fsid_t fsid;
 	/* invalidations from libcore waiting for the up-call thread */
 	struct ngnfs_fsal_up_queue *up_queue;
+	/* the start's orphan reclaim (orphans.c); NULL when off or done with */
+	struct ngnfs_fsal_orphans *orphans;
 	/* tests only: NGNFS_FSAL_TEST_GETATTR_READ_DELAY_MS and _RETURN_ */
 	unsigned int test_getattr_read_delay_ms;
 	unsigned int test_getattr_return_delay_ms;
@@ -165,6 +170,9 @@ void ngnfs_fsal_xattr_ops_init(struct fsal_obj_ops *ops);
 
 /* fsal_up.c */
 int ngnfs_fsal_up_start(struct ngnfs_fsal_export *export);
+/* orphans.c: the reclaim after the grace period; stop before the unmount. */
+int ngnfs_fsal_orphans_start(struct ngnfs_fsal_export *export);
+void ngnfs_fsal_orphans_stop(struct ngnfs_fsal_export *export);
 void ngnfs_fsal_up_stop(struct ngnfs_fsal_export *export);
 void ngnfs_fsal_up_free(struct ngnfs_fsal_export *export);
 void ngnfs_fsal_up_track(struct ngnfs_fsal_export *export, const struct ngnfs_handle *handle);

@@ -312,6 +312,8 @@ static struct config_item ngnfs_fsal_export_options_items[] = {
 	/* off: a wrong address must fail the export, not look like a device down */
 	CONF_ITEM_BOOL("Allow_Unreachable_Devices", false, ngnfs_fsal_export_options,
 		       allow_unreachable_devices),
+	/* on: a dead gateway's open unlinked files are freed after the grace period */
+	CONF_ITEM_BOOL("Reclaim_Orphans", true, ngnfs_fsal_export_options, reclaim_orphans),
 	CONFIG_EOL,
 };
 

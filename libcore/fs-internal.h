@@ -223,9 +223,10 @@ void ngnfs_fs_install_invalidate(struct ngnfs_fs *fs);
 int ngnfs_namei_reclaim_orphan(struct ngnfs_fs *fs, const struct ngnfs_handle *handle);
 /*
  * The same for an orphan directory entry of any generation (the admin
- * tool's reclaim); *freed says whether ino was an orphan and is now free.
+ * tool's reclaim); *freed says whether ino was an orphan and is now free,
+ * *open_here that it is one this mount has open (left alone).
  */
-int ngnfs_namei_reclaim_orphan_ino(struct ngnfs_fs *fs, uint64_t ino, bool *freed);
+int ngnfs_namei_reclaim_orphan_ino(struct ngnfs_fs *fs, uint64_t ino, bool *freed, bool *open_here);
 
 /* Directory operations inside transactions (dir.c). */
 struct ngnfs_dirent_info {

@@ -592,7 +592,7 @@ int ngnfs_fsck_reclaim_orphans(struct ngnfs_fs *fs, bool force, ngnfs_fsck_line_
 				  (unsigned long long)args.orphan_dir, strerror(-ret));
 	}
 	for (i = 0; i < args.count; i++) {
-		bool freed;
+		bool freed, open_here;
 
 		/*
 		 * A gateway that started since may be serving an NFS client
@@ -615,7 +615,7 @@ int ngnfs_fsck_reclaim_orphans(struct ngnfs_fs *fs, bool force, ngnfs_fsck_line_
 				break;
 			}
 		}
-		ret = ngnfs_namei_reclaim_orphan_ino(fs, args.inos[i], &freed);
+		ret = ngnfs_namei_reclaim_orphan_ino(fs, args.inos[i], &freed, &open_here);
 		if (ret < 0) {
 			ret = ngnfs_fail(ret, "reclaiming orphan inode %llu: %s",
 					 (unsigned long long)args.inos[i], strerror(-ret));
@@ -624,6 +624,12 @@ int ngnfs_fsck_reclaim_orphans(struct ngnfs_fs *fs, bool force, ngnfs_fsck_line_
 		if (freed) {
 			(*reclaimed)++;
 			reclaim_line(fn, arg, false, "orphan inode %llu freed",
+				     (unsigned long long)args.inos[i]);
+		} else if (open_here) {
+			(*left)++;
+			reclaim_line(fn, arg, false,
+				     "orphan inode %llu is open on this mount: left for its last "
+				     "close to free",
 				     (unsigned long long)args.inos[i]);
 		} else {
 			/* named again, or not an unlinked inode: fsck says which */

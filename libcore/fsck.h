@@ -77,9 +77,11 @@ void ngnfs_fsck_report_free(struct ngnfs_fsck_report *report);
  * when no other client is connected to any device (STATFS counts them,
  * this mount's own sessions excluded), else it returns -EBUSY naming the
  * count; force skips that check (a gateway whose NFS clients still read an
- * unlinked open file then gets -ESTALE for it).  One line per orphan
- * through fn (problem true: an entry that is not an unlinked inode, left
- * alone and counted in *left).  Returns 0 or a negative errno.
+ * unlinked open file then gets -ESTALE for it).  An orphan this mount
+ * has open is left for its last close (a gateway runs this at start, see
+ * fsal_ngnfs/export.c).  One line per orphan through fn (problem true: an
+ * entry that is not an unlinked inode, left alone); both kinds left are
+ * counted in *left.  Returns 0 or a negative errno.
  */
 int ngnfs_fsck_reclaim_orphans(struct ngnfs_fs *fs, bool force, ngnfs_fsck_line_fn fn, void *arg,
 			       uint64_t *reclaimed, uint64_t *left);

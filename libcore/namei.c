@@ -542,13 +542,18 @@ static int drop_inode(struct ngnfs_txn *txn, struct ngnfs_fs *fs, struct ngnfs_i
 /*
  * Called at last close: free the inode if it is an orphan.  The admin
  * tool's reclaim (fsck.c) knows only the inode number from the orphan
- * directory, so it takes any generation.
+ * directory, so it takes any generation.  Either way an inode this mount
+ * has open is left alone: checked after the inode is write-locked, as
+ * drop_inode does, and ngnfs_open() counts before it reads the inode, so
+ * an open that races the reclaim either is seen here or finds the inode
+ * freed.
  */
 struct reclaim_args {
 	struct ngnfs_fs *fs;
 	struct ngnfs_handle handle;
 	bool any_generation;
 	bool freed;
+	bool open_here;
 };
 
 static int reclaim_txn(struct ngnfs_txn *txn, void *arg)
@@ -560,6 +565,7 @@ static int reclaim_txn(struct ngnfs_txn *txn, void *arg)
 	int ret;
 
 	args->freed = false;
+	args->open_here = false;
 	ret = ngnfs_txn_read(txn, args->handle.ino, &data);
 	if (ret < 0)
 		return ret;
@@ -571,6 +577,10 @@ static int reclaim_txn(struct ngnfs_txn *txn, void *arg)
 	ret = ngnfs_inode_write(txn, args->handle.ino, "reclaim orphan", &inode);
 	if (ret < 0)
 		return ret;
+	if (ngnfs_fs_is_open(args->fs, args->handle.ino)) {
+		args->open_here = true;
+		return 0;
+	}
 	ret = orphan_tree(txn, args->fs, &orphans, &tree);
 	if (ret < 0)
 		return ret;
@@ -589,12 +599,13 @@ int ngnfs_namei_reclaim_orphan(struct ngnfs_fs *fs, const struct ngnfs_handle *h
 	return ngnfs_txn_run(fs->cache, reclaim_txn, &args);
 }
 
-int ngnfs_namei_reclaim_orphan_ino(struct ngnfs_fs *fs, uint64_t ino, bool *freed)
+int ngnfs_namei_reclaim_orphan_ino(struct ngnfs_fs *fs, uint64_t ino, bool *freed, bool *open_here)
 {
 	struct reclaim_args args = { .fs = fs, .handle.ino = ino, .any_generation = true };
 	int ret = ngnfs_txn_run(fs->cache, reclaim_txn, &args);
 
 	*freed = ret == 0 && args.freed;
+	*open_here = ret == 0 && args.open_here;
 	return ret;
 }
 

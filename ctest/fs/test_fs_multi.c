@@ -888,6 +888,23 @@ void test_orphans_reclaimed_after_crash(void)
 	EXPECT_RET(ngnfs_close(fs, &file), 0);
 	check_fsck_clean(fs);
 	{
+		uint64_t reclaimed, left;
+
+		/* the mount's own reclaim (a gateway's at start) leaves what it has open */
+		file = make(fs, &root, "open-here", S_IFREG | 0644);
+		EXPECT_RET(ngnfs_open(fs, &file), 0);
+		EXPECT_RET(ngnfs_unlink(fs, &root, "open-here"), 0);
+		EXPECT_RET(ngnfs_fsck_reclaim_orphans(fs, false, NULL, NULL, &reclaimed, &left), 0);
+		CHECK(reclaimed == 0 && left == 1,
+		      "an orphan open on the reclaiming mount: expected 0 freed, 1 left, got %llu, "
+		      "%llu",
+		      (unsigned long long)reclaimed, (unsigned long long)left);
+		EXPECT_RET(ngnfs_getattr(fs, &file, &(struct ngnfs_attr){ 0 }), 0);
+		EXPECT_RET(ngnfs_close(fs, &file), 0);
+		EXPECT_RET(ngnfs_getattr(fs, &file, &(struct ngnfs_attr){ 0 }), -ESTALE);
+		check_fsck_clean(fs);
+	}
+	{
 		struct late_client late = { 0 };
 		uint64_t reclaimed, left;
 
