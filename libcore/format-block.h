@@ -338,7 +338,10 @@ struct ngnfs_dirent {
 /*
  * A symlink target that does not fit inline (longer than
  * NGNFS_SYMLINK_INLINE_MAX) lives in one symlink block named by the
- * inode's data_root; inode.size is its length.
+ * inode's data_root; inode.size is its length.  The block holds
+ * NGNFS_SYMLINK_BLOCK_MAX bytes; the rest of a longer target (up to 31
+ * bytes, for the 4095 that POSIX allows) is inline at the end of the
+ * inode block, symlink_length bytes, as a short target would be.
  */
 #define NGNFS_SYMLINK_INLINE_MAX 1024
 

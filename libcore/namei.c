@@ -19,8 +19,6 @@
  * XXX:
  *  - Permission checks are the caller's (the FSAL checks access from the
  *    attributes it gets).
- *  - Symlink targets longer than NGNFS_SYMLINK_BLOCK_MAX (4064 bytes) are
- *    refused with -ENAMETOOLONG although POSIX allows up to 4095.
  */
 
 #include <endian.h>
@@ -173,6 +171,7 @@ static int store_symlink(struct ngnfs_txn *txn, struct ngnfs_inode *inode, const
 {
 	struct ngnfs_symlink_block *block;
 	uint64_t blkno, version;
+	size_t head;
 	void *data;
 	int ret;
 
@@ -189,7 +188,11 @@ static int store_symlink(struct ngnfs_txn *txn, struct ngnfs_inode *inode, const
 	block = data;
 	memset(block, 0, NGNFS_BLOCK_SIZE);
 	ngnfs_block_header_init(block, NGNFS_MAGIC_SYMLINK, blkno, le64toh(inode->ino));
-	memcpy(block->target, target, length);
+	head = length < NGNFS_SYMLINK_BLOCK_MAX ? length : NGNFS_SYMLINK_BLOCK_MAX;
+	memcpy(block->target, target, head);
+	/* the last bytes of a target longer than the block, inline like a short one */
+	memcpy((uint8_t *)inode + NGNFS_BLOCK_SIZE - (length - head), target + head, length - head);
+	inode->symlink_length = htole16((uint16_t)(length - head));
 	inode->data_root = htole64(blkno);
 	inode->data_blocks = htole64(1);
 	return 0;
@@ -366,7 +369,7 @@ int ngnfs_symlink(struct ngnfs_fs *fs, const struct ngnfs_handle *dir, const cha
 	args.target_length = strnlen(target, NGNFS_SYMLINK_MAX + 1);
 	if (args.target_length == 0)
 		return -ENOENT;
-	if (args.target_length > NGNFS_SYMLINK_BLOCK_MAX)
+	if (args.target_length > NGNFS_SYMLINK_MAX)
 		return ngnfs_fail_quiet(-ENAMETOOLONG,
 					"symlink \"%s\": target of %zu bytes is too long", name,
 					args.target_length);
@@ -384,7 +387,8 @@ static int readlink_txn(struct ngnfs_txn *txn, void *arg)
 {
 	struct readlink_args *args = arg;
 	const struct ngnfs_inode *inode;
-	const uint8_t *target;
+	const uint8_t *target, *tail = NULL;
+	size_t head, tail_length = 0;
 	const void *data;
 	uint64_t blkno;
 	size_t copy;
@@ -404,11 +408,21 @@ static int readlink_txn(struct ngnfs_txn *txn, void *arg)
 					  (unsigned long long)args->handle->ino, args->length,
 					  le16toh(inode->symlink_length));
 		target = (const uint8_t *)inode + NGNFS_BLOCK_SIZE - args->length;
+		head = args->length;
 	} else {
 		blkno = le64toh(inode->data_root);
-		if (args->length > NGNFS_SYMLINK_BLOCK_MAX)
-			return ngnfs_fail(-EIO, "readlink: symlink inode %llu has length %zu",
-					  (unsigned long long)args->handle->ino, args->length);
+		head =
+		    args->length < NGNFS_SYMLINK_BLOCK_MAX ? args->length : NGNFS_SYMLINK_BLOCK_MAX;
+		tail_length = args->length - head;
+		if (args->length > NGNFS_SYMLINK_MAX ||
+		    tail_length != le16toh(inode->symlink_length))
+			return ngnfs_fail(
+			    -EIO,
+			    "readlink: symlink inode %llu has length %zu and %u bytes "
+			    "inline beside its block",
+			    (unsigned long long)args->handle->ino, args->length,
+			    le16toh(inode->symlink_length));
+		tail = (const uint8_t *)inode + NGNFS_BLOCK_SIZE - tail_length;
 		ret = ngnfs_txn_read(txn, blkno, &data);
 		if (ret < 0)
 			return ret;
@@ -418,8 +432,12 @@ static int readlink_txn(struct ngnfs_txn *txn, void *arg)
 			return ret;
 		target = ((const struct ngnfs_symlink_block *)data)->target;
 	}
-	copy = args->length < args->size ? args->length : args->size;
+	copy = head < args->size ? head : args->size;
 	memcpy(args->buffer, target, copy);
+	if (tail_length && args->size > head) {
+		copy = tail_length < args->size - head ? tail_length : args->size - head;
+		memcpy(args->buffer + head, tail, copy);
+	}
 	if (args->length < args->size)
 		args->buffer[args->length] = '\0';
 	return 0;

@@ -275,21 +275,32 @@ static void test_special_files(void)
 	stop_fs(fs);
 }
 
-/* symlinks: inline and block targets, readlink, too long */
+/* The target of symlink i: bytes that differ along it, so a split out of order shows. */
+static void symlink_target(char *target, size_t length, unsigned int i)
+{
+	for (size_t j = 0; j < length; j++)
+		target[j] = (char)('a' + (j * 7 + i) % 26);
+	target[length] = '\0';
+}
+
+/*
+ * symlinks: inline and block targets, and the ones longer than a block
+ * (their last bytes inline), up to POSIX's 4095; readlink whole and into
+ * a short buffer, beside inline xattrs; one byte more is too long.
+ */
 static void test_symlinks(void)
 {
 	struct ngnfs_fs *fs = start_fs(2, "symlink", NGNFS_MOUNT_STABLE);
 	struct ngnfs_handle root = root_of(fs), link;
-	static char target[5000], buffer[5000];
+	static char target[5000], buffer[5000], value[3000], back[3000];
 	struct ngnfs_attr attr;
-	size_t lengths[] = { 1, 100, 1024, 1025, 4000, 4064 };
+	size_t lengths[] = { 1, 100, 1024, 1025, 4000, 4064, 4065, 4080, 4095 };
 	unsigned int i;
 	char name[32];
 	int ret;
 
 	for (i = 0; i < sizeof(lengths) / sizeof(lengths[0]); i++) {
-		memset(target, 'a' + i, lengths[i]);
-		target[lengths[i]] = '\0';
+		symlink_target(target, lengths[i], i);
 		snprintf(name, sizeof(name), "link%u", i);
 		ret = ngnfs_symlink(fs, &root, name, target, 1, 2, &link, &attr);
 		EXPECT_RET(ret, 0);
@@ -299,8 +310,21 @@ static void test_symlinks(void)
 		CHECK(strcmp(buffer, target) == 0, "readlink of %zu bytes returned another target",
 		      lengths[i]);
 	}
-	memset(target, 'z', 4065);
-	target[4065] = '\0';
+	/* the longest: a short buffer gets the start, xattrs share the inode with its tail */
+	symlink_target(target, 4095, 8);
+	memset(buffer, 0, sizeof(buffer));
+	EXPECT_RET(ngnfs_readlink(fs, &link, buffer, 4070), 4095);
+	CHECK(memcmp(buffer, target, 4070) == 0 && buffer[4070] == '\0',
+	      "readlink of 4095 bytes into 4070 did not return its first 4070 bytes alone");
+	memset(value, 'v', sizeof(value));
+	EXPECT_RET(ngnfs_setxattr(fs, &link, "user.where", value, sizeof(value), 0), 0);
+	EXPECT_RET(ngnfs_readlink(fs, &link, buffer, sizeof(buffer)), 4095);
+	CHECK(strcmp(buffer, target) == 0, "readlink of 4095 bytes after an xattr differs");
+	EXPECT_RET(ngnfs_getxattr(fs, &link, "user.where", back, sizeof(back)),
+		   (long)sizeof(value));
+	CHECK(memcmp(back, value, sizeof(value)) == 0, "xattr beside a 4095-byte symlink differs");
+	memset(target, 'z', 4096);
+	target[4096] = '\0';
 	EXPECT_RET(ngnfs_symlink(fs, &root, "toolong", target, 0, 0, NULL, NULL), -ENAMETOOLONG);
 	EXPECT_RET(ngnfs_readlink(fs, &root, buffer, sizeof(buffer)), -EINVAL);
 	for (i = 0; i < sizeof(lengths) / sizeof(lengths[0]); i++) {
