@@ -1924,6 +1924,13 @@ static void case_commit_log_wraps(void)
 	stop(cluster);
 }
 
+/* Device 0's commit log file. */
+static void commit_log_path(struct ngnfs_test_cluster *cluster, char *path, size_t size)
+{
+	snprintf(path, size, "%s/%s", ngnfs_test_cluster_db_path(cluster, 0),
+		 NGNFS_COMMIT_LOG_FILE);
+}
+
 /* A batch record of a stopped device's commit log, as the tests find them. */
 struct log_record {
 	uint64_t seq;
@@ -1940,8 +1947,7 @@ static uint8_t *read_log_records(struct ngnfs_test_cluster *cluster, size_t *siz
 	char path[4200];
 	uint8_t *log;
 
-	snprintf(path, sizeof(path), "%s/%s", ngnfs_test_cluster_db_path(cluster, 0),
-		 NGNFS_COMMIT_LOG_FILE);
+	commit_log_path(cluster, path, sizeof(path));
 	log = (uint8_t *)ngnfs_test_read_file(path, size);
 	if (!log)
 		fail("cannot read the commit log %s", path);
@@ -1971,8 +1977,7 @@ static void damage_log_record(struct ngnfs_test_cluster *cluster, const struct l
 	uint8_t byte;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/%s", ngnfs_test_cluster_db_path(cluster, 0),
-		 NGNFS_COMMIT_LOG_FILE);
+	commit_log_path(cluster, path, sizeof(path));
 	fd = open(path, O_RDWR);
 	if (fd < 0 ||
 	    pread(fd, &byte, 1,
@@ -2127,8 +2132,7 @@ static void case_commit_log_resize(void)
 	struct stat st;
 	struct tc tc;
 
-	snprintf(path, sizeof(path), "%s/%s", ngnfs_test_cluster_db_path(cluster, 0),
-		 NGNFS_COMMIT_LOG_FILE);
+	commit_log_path(cluster, path, sizeof(path));
 	EXPECT_STATUS(ngnfs_test_cluster_restart_args(
 			  cluster, 0, (const char *[]){ "--commit-log-mb", "2", NULL }),
 		      0);
@@ -2194,8 +2198,7 @@ static void set_store_version(struct ngnfs_test_cluster *cluster, uint32_t versi
 	rocksdb_options_destroy(options);
 	rocksdb_readoptions_destroy(read_options);
 	rocksdb_writeoptions_destroy(write_options);
-	snprintf(path, sizeof(path), "%s/%s", ngnfs_test_cluster_db_path(cluster, 0),
-		 NGNFS_COMMIT_LOG_FILE);
+	commit_log_path(cluster, path, sizeof(path));
 	if (version == 1 && unlink(path) < 0)
 		fail("cannot remove the commit log %s: %s", path, strerror(errno));
 }
@@ -2221,8 +2224,7 @@ static void case_store_upgrade(void)
 	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
 	if (!log_contains(cluster, 0, "store format version 1 upgraded to 2"))
 		fail("blockd did not say it upgraded the version 1 store");
-	snprintf(path, sizeof(path), "%s/%s", ngnfs_test_cluster_db_path(cluster, 0),
-		 NGNFS_COMMIT_LOG_FILE);
+	commit_log_path(cluster, path, sizeof(path));
 	if (access(path, F_OK) != 0)
 		fail("no commit log %s after the upgrade", path);
 	open_session(&tc, cluster, 0, 0);
