@@ -2009,7 +2009,7 @@ static void expect_version(struct tc *tc, uint64_t first, unsigned int count, ui
 }
 
 /*
- * Leaves COUNT acknowledged one-block group commits in the commit log
+ * Leaves COUNT acknowledged one-block group commits in a 2 MiB commit log
  * alone (RocksDB "lost" them, --commit-log-only-after 1) and the device
  * killed: the records, one per block in block order, in `records`.
  */
@@ -2017,7 +2017,8 @@ static struct ngnfs_test_cluster *log_only_writes(uint64_t first, unsigned int c
 						  struct log_record *records)
 {
 	struct ngnfs_test_cluster *cluster =
-	    start(1, (const char *[]){ "--grace-ms", "0", "--commit-log-only-after", "1", NULL });
+	    start(1, (const char *[]){ "--grace-ms", "0", "--commit-log-only-after", "1",
+				       "--commit-log-mb", "2", NULL });
 	unsigned int found, written = 0;
 	struct tc tc;
 	uint8_t *log;
@@ -2120,8 +2121,8 @@ static void case_commit_log_torn_end(void)
 
 /*
  * --commit-log-mb changes the size of an existing log at the next start,
- * after its records are applied: down to 2 MiB and back up to 64, each
- * time with writes only the old log held.
+ * after its records are applied: up from 2 MiB to 4 and back down to 2,
+ * each time with writes only the old log held.
  */
 static void case_commit_log_resize(void)
 {
@@ -2134,26 +2135,25 @@ static void case_commit_log_resize(void)
 
 	commit_log_path(cluster, path, sizeof(path));
 	EXPECT_STATUS(ngnfs_test_cluster_restart_args(
-			  cluster, 0, (const char *[]){ "--commit-log-mb", "2", NULL }),
+			  cluster, 0, (const char *[]){ "--commit-log-mb", "4", NULL }),
 		      0);
-	if (!log_contains(cluster, 0, "resized from 64 to 2 MiB"))
-		fail("blockd did not say it resized the commit log to 2 MiB");
-	if (stat(path, &st) < 0 || st.st_size != 2 << 20)
-		fail("the commit log is %lld bytes after resizing to 2 MiB", (long long)st.st_size);
+	if (!log_contains(cluster, 0, "resized from 2 to 4 MiB"))
+		fail("blockd did not say it resized the commit log to 4 MiB");
+	if (stat(path, &st) < 0 || st.st_size != 4 << 20)
+		fail("the commit log is %lld bytes after resizing to 4 MiB", (long long)st.st_size);
 	open_session(&tc, cluster, 0, 0);
-	expect_round(&tc, FIRST, COUNT, 1, "replayed from the 64 MiB log before the resize");
+	expect_round(&tc, FIRST, COUNT, 1, "replayed from the 2 MiB log before the resize");
 	write_round(&tc, FIRST, COUNT, 2);
 	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, SIGKILL), 0);
 	tc_close(&tc);
 
 	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
-	if (!log_contains(cluster, 0, "resized from 2 to 64 MiB"))
-		fail("blockd did not say it resized the commit log back to 64 MiB");
-	if (stat(path, &st) < 0 || st.st_size != 64 << 20)
-		fail("the commit log is %lld bytes after resizing to 64 MiB",
-		     (long long)st.st_size);
+	if (!log_contains(cluster, 0, "resized from 4 to 2 MiB"))
+		fail("blockd did not say it resized the commit log back to 2 MiB");
+	if (stat(path, &st) < 0 || st.st_size != 2 << 20)
+		fail("the commit log is %lld bytes after resizing to 2 MiB", (long long)st.st_size);
 	open_session(&tc, cluster, 0, 0);
-	expect_round(&tc, FIRST, COUNT, 2, "replayed from the 2 MiB log before the resize");
+	expect_round(&tc, FIRST, COUNT, 2, "replayed from the 4 MiB log before the resize");
 	tc_close(&tc);
 	stop(cluster);
 }
