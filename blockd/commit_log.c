@@ -115,7 +115,7 @@ static int write_buffer(struct commit_log *log, uint64_t offset, size_t length)
 
 /*
  * What RocksDB holds made durable: its WAL synced, or, for writes made
- * without a WAL (tests only), its memtables flushed.
+ * without a WAL (the default, rocksdb_wal=false), its memtables flushed.
  */
 static void rocksdb_durable(rocksdb_t *db, bool no_wal, char **error)
 {
@@ -129,6 +129,47 @@ static void rocksdb_durable(rocksdb_t *db, bool no_wal, char **error)
 	rocksdb_flushoptions_set_wait(flush_options, 1);
 	rocksdb_flush(db, flush_options, error);
 	rocksdb_flushoptions_destroy(flush_options);
+}
+
+/*
+ * Without a WAL, flushing the memtables where the log is about to be
+ * reused would stall the commit thread for the whole flush.  So once half
+ * a log was written since RocksDB was last durable, a flush is started
+ * in the background; all it covers is on disk once RocksDB has no
+ * immutable memtable left, which by the reuse point, another half a log
+ * later, it normally has not for long.
+ */
+static void start_background_flush(struct commit_log *log, rocksdb_t *db)
+{
+	rocksdb_flushoptions_t *flush_options = rocksdb_flushoptions_create();
+	char *error = NULL;
+
+	rocksdb_flushoptions_set_wait(flush_options, 0);
+	rocksdb_flush(db, flush_options, &error);
+	rocksdb_flushoptions_destroy(flush_options);
+	if (error) {
+		/* the reuse point then flushes in the foreground */
+		log_warn("commit log: background RocksDB flush not started: %s", error);
+		rocksdb_free(error);
+		return;
+	}
+	log->flush_started = true;
+	log->flush_covers = log->used;
+}
+
+/* Waits (bounded) for the background flush; false: it did not finish. */
+static bool background_flush_done(rocksdb_t *db)
+{
+	for (unsigned int waited_ms = 0; waited_ms < 10000; waited_ms++) {
+		uint64_t immutable = 1;
+
+		if (rocksdb_property_int(db, "rocksdb.num-immutable-mem-table", &immutable) != 0)
+			return false;
+		if (immutable == 0)
+			return true;
+		usleep(1000);
+	}
+	return false;
 }
 
 void commit_log_write(struct commit_log *log, rocksdb_t *db, rocksdb_writebatch_t *batch,
@@ -152,20 +193,31 @@ void commit_log_write(struct commit_log *log, rocksdb_t *db, rocksdb_writebatch_
 			rocksdb_durable(db, true, error);
 		if (!*error) {
 			log->used = 0;
+			log->flush_started = false;
 			log->direct_batches++;
 		}
 		return;
 	}
 	wrap = offset + length > log->size;
 	needed = length + (wrap ? log->size - offset : 0);
+	if (log->used + needed > log->size && log->flush_started) {
+		log->flush_started = false;
+		if (background_flush_done(db)) {
+			log->used -= log->flush_covers;
+			log->flushes++;
+		}
+	}
 	if (log->used + needed > log->size) {
 		/* The record would overwrite ones RocksDB may only have in memory. */
 		rocksdb_durable(db, log->no_wal, error);
 		if (*error)
 			return;
 		log->used = 0;
+		log->flush_started = false;
 		log->flushes++;
 	}
+	if (log->no_wal && !log->flush_started && log->used + needed > log->size / 2)
+		start_background_flush(log, db);
 	ret = ensure_buffer(log, length);
 	if (ret) {
 		set_error(error, "record buffer", -ret);

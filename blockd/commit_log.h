@@ -12,11 +12,12 @@
  * commit log is a file of fixed size, written once with zeros when it is
  * created, and overwritten in place with O_DIRECT | O_DSYNC: a record is
  * one write that needs no metadata, 120-150 us.  The batch is then
- * written to RocksDB without a sync; readers see it only after both, as
- * before.  RocksDB's own unsynced WAL and its memtable flushes make the
- * batches durable in the background; before the log would overwrite a
- * record that RocksDB may not have on disk yet, the writer syncs
- * RocksDB's WAL (rocksdb_flush_wal), once per half a log.
+ * written to RocksDB without a sync and without RocksDB's own WAL (see
+ * commit_log_without_wal); readers see it only after both, as before.
+ * RocksDB's memtable flushes make the batches durable in the background;
+ * before the log would overwrite a record that RocksDB may not have on
+ * disk yet, the writer waits for a flush started half a log earlier (or
+ * flushes, or with rocksdb_wal=true syncs RocksDB's WAL), once per lap.
  *
  * Every logged batch also writes the META commit-log record
  * (format-store.h): the sequence number of its log record and where the
@@ -63,10 +64,12 @@ struct commit_log {
 	rocksdb_writeoptions_t *unsynced;
 	rocksdb_writeoptions_t *synced;
 	/* counters, commit thread only */
-	uint64_t flushes;	 /* RocksDB WAL syncs made to reuse log space */
+	uint64_t flushes;	 /* times RocksDB was made durable to reuse log space */
 	uint64_t direct_batches; /* batches too large for the log, synced in RocksDB */
 	uint64_t only_after;	 /* tests only: after this many records, RocksDB is skipped */
-	bool no_wal;		 /* tests only: see commit_log_without_wal() */
+	bool no_wal;		 /* see commit_log_without_wal() */
+	bool flush_started;	 /* a background memtable flush covers flush_covers bytes */
+	uint64_t flush_covers;
 };
 
 struct commit_log_options {
@@ -84,10 +87,14 @@ int commit_log_open(struct commit_log *log, rocksdb_t *db, rocksdb_readoptions_t
 		    const char *db_path, const struct commit_log_options *options);
 void commit_log_close(struct commit_log *log);
 /*
- * Tests only: logged batches go to RocksDB without its WAL, so that a
- * kill -9 loses whatever RocksDB had not flushed, as a power cut loses
- * the page cache, while the process serves every write meanwhile; the
- * log is then all that brings them back.  Called after commit_log_open.
+ * Logged batches go to RocksDB without its WAL (rocksdb_wal=false, the
+ * default): the commit log is their only log, so a kill -9 loses what
+ * RocksDB had not flushed and the replay brings it back, and before log
+ * space is reused RocksDB's memtables are flushed (in the background,
+ * half a log ahead) instead of its WAL synced.  Writing the WAL as well
+ * cost a buffered append per group commit: 14-28% of one session's
+ * WRITEs per second, 48% of sixteen's (docs/performance.md, run 20).
+ * Called after commit_log_open.
  */
 void commit_log_without_wal(struct commit_log *log);
 

@@ -75,9 +75,9 @@ static const struct setting settings[] = {
 	{ "commit_log_only_after", SETTING_U32, FIELD(commit_log_only_after), 0, 1000000000,
 	  "tests only: after N logged group commits, write only the commit log, as if RocksDB "
 	  "had lost them (default 0: never)" },
-	{ "commit_log_test_no_wal", SETTING_BOOL, FIELD(commit_log_test_no_wal), 0, 0,
-	  "tests only: true writes logged group commits to RocksDB without its WAL, so that "
-	  "a kill -9 loses what a power cut would (default false)" },
+	{ "rocksdb_wal", SETTING_BOOL, FIELD(rocksdb_wal), 0, 0,
+	  "true also writes logged group commits to RocksDB's own WAL (unsynced; slower); "
+	  "false (default): the commit log is their only log" },
 	{ "total_blocks", SETTING_U64, FIELD(total_blocks), 1, 1ULL << 48,
 	  "device capacity in blocks, fixed when the store is created (default 2^32)" },
 	{ "resolve_timeout_ms", SETTING_U32, FIELD(resolve_timeout_ms), 100, 86400000,

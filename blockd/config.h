@@ -33,7 +33,7 @@ struct blockd_config {
 	uint32_t commit_log_mb;
 	bool commit_log_accept_damage;
 	uint32_t commit_log_only_after; /* tests only */
-	bool commit_log_test_no_wal;	/* tests only */
+	bool rocksdb_wal;		/* logged group commits also in RocksDB's WAL */
 	uint64_t total_blocks;
 	uint32_t resolve_timeout_ms;
 	uint32_t max_sessions;

@@ -235,7 +235,7 @@ static int run(struct blockd *server)
 	if (!server->base)
 		return -ENOMEM;
 	server->store.commit_log.only_after = server->config.commit_log_only_after;
-	if (server->config.commit_log_test_no_wal)
+	if (!server->config.rocksdb_wal)
 		commit_log_without_wal(&server->store.commit_log);
 	ret = commit_start(&server->committer, server->store.db,
 			   server->config.commit_log ? &server->store.commit_log : NULL,
@@ -302,9 +302,6 @@ static int run(struct blockd *server)
 		 server->config.sync ? "" : ", sync=false: UNSAFE",
 		 server->config.sync && !server->config.commit_log ? ", no commit log" : "",
 		 server->in_grace ? ", reclaim grace" : "");
-	if (server->config.commit_log_test_no_wal)
-		log_warn("tests only: RocksDB is written without its WAL; a kill -9 loses what "
-			 "only the commit log brings back (--commit-log-test-no-wal)");
 	if (server->config.commit_log_only_after)
 		log_warn("tests only: after %u logged group commits only the commit log is "
 			 "written (--commit-log-only-after)",
@@ -315,8 +312,8 @@ static int run(struct blockd *server)
 			 "(--fail-commit-at)",
 			 server->config.fail_commit_at);
 	event_base_dispatch(server->base);
-	log_info("stopped after %llu group commits of %llu requests (commit log: %llu WAL syncs "
-		 "to reuse it, %llu batches too large for it)",
+	log_info("stopped after %llu group commits of %llu requests (commit log: %llu RocksDB "
+		 "flushes to reuse it, %llu batches too large for it)",
 		 (unsigned long long)server->committer.batches,
 		 (unsigned long long)server->committer.ops,
 		 (unsigned long long)server->store.commit_log.flushes,

@@ -4,8 +4,9 @@
 # durable is there, nothing is half-applied, and fsck finds no problem.
 # Each case prints its seed; NGNFS_TEST_SEED=N reruns the same kill points.
 # blockd_power_cut_stable: blockd_kill_stable with RocksDB written without
-# its WAL (--commit-log-test-no-wal), so that only the commit log restores
-# what was acknowledged.
+# its WAL (--rocksdb-wal false, the default), so that only the commit log
+# restores what was acknowledged; blockd_kill_stable itself runs blockd with
+# --rocksdb-wal true.
 # client_kill_unstable_writes: a stable mount's UNSTABLE writes (NFS
 # UNSTABLE) are lost with the client unless synced or merged with a stable
 # operation; STABLE writes and later metadata operations are not.

@@ -980,14 +980,16 @@ static void client_kill(enum ngnfs_durability_mode mode)
 }
 
 /*
- * power_cut: every blockd writes RocksDB without its WAL
- * (--commit-log-test-no-wal), so the kill -9 also loses what RocksDB had
- * not flushed, as a power cut loses the page cache; the commit log alone
- * brings the acknowledged operations back.
+ * power_cut: every blockd writes RocksDB without its WAL (the default,
+ * --rocksdb-wal false), so the kill -9 also loses what RocksDB had not
+ * flushed, as a power cut loses the page cache; the commit log alone
+ * brings the acknowledged operations back.  Otherwise RocksDB's WAL is
+ * written too (--rocksdb-wal true), the other way blockd can run.
  */
 static void blockd_kill_stable(bool power_cut)
 {
-	static const char *const no_wal[] = { "--commit-log-test-no-wal", "true", NULL };
+	static const char *const no_wal[] = { "--rocksdb-wal", "false", NULL };
+	static const char *const with_wal[] = { "--rocksdb-wal", "true", NULL };
 	uint64_t random_state = base_seed ^ 0xb10cdULL;
 	unsigned int iteration;
 
@@ -995,7 +997,7 @@ static void blockd_kill_stable(bool power_cut)
 	if (power_cut)
 		start_cluster_args("crash-power-cut", no_wal);
 	else
-		start_cluster("crash-blockd");
+		start_cluster_args("crash-blockd", with_wal);
 	for (iteration = 0; iteration < 2; iteration++) {
 		uint64_t seed = base_seed + 100 + iteration;
 		unsigned int target = 10 + (unsigned int)(mix(&random_state) % 400);
