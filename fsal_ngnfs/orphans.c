@@ -19,9 +19,10 @@
  * (it checks this mount's open files inside the transaction that would
  * free the inode).  After grace nobody can reopen one without a name.
  *
+ * An export stopped while the reclaim runs waits only for the orphan in
+ * progress (one transaction): the reclaim reads the stop flag before each.
+ *
  * XXX:
- *  - An export stopped while the reclaim runs waits for the orphan in
- *    progress and then for the rest (each one is one transaction).
  *  - Two exports of one filesystem in one gateway are two mounts, so each
  *    sees the other as another client and neither reclaims.
  */
@@ -31,6 +32,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -47,8 +49,8 @@ struct ngnfs_fsal_orphans {
 	struct ngnfs_fsal_export *export;
 	pthread_t thread;
 	pthread_mutex_t mutex;
-	pthread_cond_t wake; /* CLOCK_MONOTONIC */
-	bool stopping;
+	pthread_cond_t wake;  /* CLOCK_MONOTONIC */
+	atomic_bool stopping; /* set under mutex for the wait, read bare by the reclaim */
 	uint32_t delay_seconds;
 };
 
@@ -78,16 +80,21 @@ static void *orphans_thread(void *arg)
 	clock_gettime(CLOCK_MONOTONIC, &deadline);
 	deadline.tv_sec += orphans->delay_seconds;
 	pthread_mutex_lock(&orphans->mutex);
-	while (!orphans->stopping &&
+	while (!atomic_load(&orphans->stopping) &&
 	       pthread_cond_timedwait(&orphans->wake, &orphans->mutex, &deadline) != ETIMEDOUT)
 		;
-	stopping = orphans->stopping;
+	stopping = atomic_load(&orphans->stopping);
 	pthread_mutex_unlock(&orphans->mutex);
 	if (stopping)
 		return NULL;
 
-	ret = ngnfs_fsck_reclaim_orphans(export->fs, false, say_orphan, export, &reclaimed, &left);
-	if (ret == -EBUSY)
+	ret = ngnfs_fsck_reclaim_orphans(export->fs, false, &orphans->stopping, say_orphan, export,
+					 &reclaimed, &left);
+	if (ret == -ECANCELED)
+		LogEvent(COMPONENT_FSAL,
+			 "NGNFS: export %u stopped its orphan reclaim: %s; the next start goes on",
+			 export->export.export_id, ngnfs_last_error());
+	else if (ret == -EBUSY)
 		LogEvent(COMPONENT_FSAL,
 			 "NGNFS: export %u did not reclaim orphans: %s, then run `ngnfs "
 			 "reclaim-orphans`",
@@ -142,7 +149,7 @@ void ngnfs_fsal_orphans_stop(struct ngnfs_fsal_export *export)
 	if (orphans == NULL)
 		return;
 	pthread_mutex_lock(&orphans->mutex);
-	orphans->stopping = true;
+	atomic_store(&orphans->stopping, true);
 	pthread_cond_signal(&orphans->wake);
 	pthread_mutex_unlock(&orphans->mutex);
 	pthread_join(orphans->thread, NULL);

@@ -565,8 +565,9 @@ static int other_clients(struct ngnfs_fs *fs, ngnfs_fsck_line_fn fn, void *arg, 
 					 others);
 }
 
-int ngnfs_fsck_reclaim_orphans(struct ngnfs_fs *fs, bool force, ngnfs_fsck_line_fn fn, void *arg,
-			       uint64_t *reclaimed, uint64_t *left)
+int ngnfs_fsck_reclaim_orphans(struct ngnfs_fs *fs, bool force, const atomic_bool *stop,
+			       ngnfs_fsck_line_fn fn, void *arg, uint64_t *reclaimed,
+			       uint64_t *left)
 {
 	struct orphan_args args = { .orphan_dir = fs->orphan_dir_ino };
 	uint64_t others;
@@ -594,6 +595,13 @@ int ngnfs_fsck_reclaim_orphans(struct ngnfs_fs *fs, bool force, ngnfs_fsck_line_
 	for (i = 0; i < args.count; i++) {
 		bool freed, open_here;
 
+		if (stop && atomic_load(stop)) {
+			ret = ngnfs_fail_quiet(-ECANCELED,
+					       "stopped: %llu orphans freed, %zu not reached",
+					       (unsigned long long)*reclaimed, args.count - i);
+			*left += args.count - i;
+			break;
+		}
 		/*
 		 * A gateway that started since may be serving an NFS client
 		 * that reclaims its open of this very file: checked again

@@ -15,6 +15,7 @@
  * listed as fixes, which ngnfs_fsck_repair (fsck_repair.c) writes.
  */
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -79,12 +80,16 @@ void ngnfs_fsck_report_free(struct ngnfs_fsck_report *report);
  * count; force skips that check (a gateway whose NFS clients still read an
  * unlinked open file then gets -ESTALE for it).  An orphan this mount
  * has open is left for its last close (a gateway runs this at start, see
- * fsal_ngnfs/export.c).  One line per orphan through fn (problem true: an
+ * fsal_ngnfs/orphans.c).  One line per orphan through fn (problem true: an
  * entry that is not an unlinked inode, left alone); both kinds left are
- * counted in *left.  Returns 0 or a negative errno.
+ * counted in *left.  stop (may be NULL) is read before each orphan: once
+ * it is true the run ends there with -ECANCELED, the orphans not reached
+ * counted in *left (a gateway's export being stopped must not wait for
+ * thousands of transactions).  Returns 0 or a negative errno.
  */
-int ngnfs_fsck_reclaim_orphans(struct ngnfs_fs *fs, bool force, ngnfs_fsck_line_fn fn, void *arg,
-			       uint64_t *reclaimed, uint64_t *left);
+int ngnfs_fsck_reclaim_orphans(struct ngnfs_fs *fs, bool force, const atomic_bool *stop,
+			       ngnfs_fsck_line_fn fn, void *arg, uint64_t *reclaimed,
+			       uint64_t *left);
 
 /*
  * Online repair of the report's fixes, as the design brief asks: through

@@ -456,8 +456,8 @@ static int do_reclaim_orphans(struct ngnfs_fs *fs, const struct options *options
 	uint64_t reclaimed, left;
 	int ret;
 
-	ret =
-	    ngnfs_fsck_reclaim_orphans(fs, options->force, reclaim_output, NULL, &reclaimed, &left);
+	ret = ngnfs_fsck_reclaim_orphans(fs, options->force, NULL, reclaim_output, NULL, &reclaimed,
+					 &left);
 	if (ret < 0) {
 		fprintf(stderr, "ngnfs reclaim-orphans: %s (%s)\n", ngnfs_last_error(),
 			strerror(-ret));

@@ -777,6 +777,16 @@ void test_add_devices(void)
 }
 
 /* A client that connects as soon as the first orphan is freed (a gateway starting meanwhile). */
+/* Asks the reclaim to stop once it has freed one orphan (an export being stopped). */
+static void stop_after_first_free(void *arg, bool problem, const char *line)
+{
+	atomic_bool *stop = arg;
+
+	(void)problem;
+	if (strstr(line, " freed"))
+		atomic_store(stop, true);
+}
+
 struct late_client {
 	struct ngnfs_fs *fs;
 	unsigned int freed_lines;
@@ -805,7 +815,8 @@ static void connect_after_first_free(void *arg, bool problem, const char *line)
  * orphan before and none after.  --force frees an orphan a connected
  * client still has open, whose handle then answers -ESTALE.  A client
  * that connects while orphans are being freed stops the run before the
- * next one.
+ * next one, and so does a stop asked for by the caller (an export being
+ * stopped), the rest left for the next run.
  */
 void test_orphans_reclaimed_after_crash(void)
 {
@@ -894,7 +905,8 @@ void test_orphans_reclaimed_after_crash(void)
 		file = make(fs, &root, "open-here", S_IFREG | 0644);
 		EXPECT_RET(ngnfs_open(fs, &file), 0);
 		EXPECT_RET(ngnfs_unlink(fs, &root, "open-here"), 0);
-		EXPECT_RET(ngnfs_fsck_reclaim_orphans(fs, false, NULL, NULL, &reclaimed, &left), 0);
+		EXPECT_RET(
+		    ngnfs_fsck_reclaim_orphans(fs, false, NULL, NULL, NULL, &reclaimed, &left), 0);
 		CHECK(reclaimed == 0 && left == 1,
 		      "an orphan open on the reclaiming mount: expected 0 freed, 1 left, got %llu, "
 		      "%llu",
@@ -916,8 +928,8 @@ void test_orphans_reclaimed_after_crash(void)
 		}
 		ngnfs_unmount(fs); /* a crash with two files open */
 		fs = mount_fs(NGNFS_MOUNT_STABLE);
-		EXPECT_RET(ngnfs_fsck_reclaim_orphans(fs, false, connect_after_first_free, &late,
-						      &reclaimed, &left),
+		EXPECT_RET(ngnfs_fsck_reclaim_orphans(fs, false, NULL, connect_after_first_free,
+						      &late, &reclaimed, &left),
 			   -EBUSY);
 		CHECK(late.fs && reclaimed == 1 && left == 1 && late.refusal_named &&
 			  strstr(ngnfs_last_error(), "1 freed, 1 not"),
@@ -925,10 +937,39 @@ void test_orphans_reclaimed_after_crash(void)
 		      "left and the refusal, got %llu, %llu (\"%s\")",
 		      (unsigned long long)reclaimed, (unsigned long long)left, ngnfs_last_error());
 		ngnfs_unmount(late.fs);
-		EXPECT_RET(ngnfs_fsck_reclaim_orphans(fs, false, NULL, NULL, &reclaimed, &left), 0);
+		EXPECT_RET(
+		    ngnfs_fsck_reclaim_orphans(fs, false, NULL, NULL, NULL, &reclaimed, &left), 0);
 		CHECK(reclaimed == 1 && left == 0,
 		      "the second run: expected the other orphan freed, got %llu freed, %llu left",
 		      (unsigned long long)reclaimed, (unsigned long long)left);
+	}
+	{
+		atomic_bool stop = false;
+		uint64_t reclaimed, left;
+
+		/* a stop asked for during the run ends it before the next orphan */
+		for (int i = 0; i < 3; i++) {
+			snprintf(expected, sizeof(expected), "open-at-stop-%d", i);
+			file = make(fs, &root, expected, S_IFREG | 0644);
+			EXPECT_RET(ngnfs_open(fs, &file), 0);
+			EXPECT_RET(ngnfs_unlink(fs, &root, expected), 0);
+		}
+		ngnfs_unmount(fs);
+		fs = mount_fs(NGNFS_MOUNT_STABLE);
+		EXPECT_RET(ngnfs_fsck_reclaim_orphans(fs, false, &stop, stop_after_first_free,
+						      &stop, &reclaimed, &left),
+			   -ECANCELED);
+		CHECK(reclaimed == 1 && left == 2 && strstr(ngnfs_last_error(), "2 not reached"),
+		      "a stop after the first of three orphans: expected 1 freed, 2 left, got "
+		      "%llu, %llu (\"%s\")",
+		      (unsigned long long)reclaimed, (unsigned long long)left, ngnfs_last_error());
+		atomic_store(&stop, false);
+		EXPECT_RET(
+		    ngnfs_fsck_reclaim_orphans(fs, false, &stop, NULL, NULL, &reclaimed, &left), 0);
+		CHECK(
+		    reclaimed == 2 && left == 0,
+		    "after the stop: expected the other 2 orphans freed, got %llu freed, %llu left",
+		    (unsigned long long)reclaimed, (unsigned long long)left);
 	}
 	check_fsck_clean(fs);
 	ngnfs_unmount(fs);
