@@ -596,8 +596,7 @@ int ngnfs_fsck_reclaim_orphans(struct ngnfs_fs *fs, bool force, const atomic_boo
 		bool freed, open_here;
 
 		if (stop && atomic_load(stop)) {
-			ret = ngnfs_fail_quiet(-ECANCELED,
-					       "stopped: %llu orphans freed, %zu not reached",
+			ret = ngnfs_fail_quiet(-ECANCELED, "%llu orphans freed, %zu not reached",
 					       (unsigned long long)*reclaimed, args.count - i);
 			*left += args.count - i;
 			break;
