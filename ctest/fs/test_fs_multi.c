@@ -776,7 +776,6 @@ void test_add_devices(void)
 	stop_backend();
 }
 
-/* A client that connects as soon as the first orphan is freed (a gateway starting meanwhile). */
 /* Asks the reclaim to stop once it has freed one orphan (an export being stopped). */
 static void stop_after_first_free(void *arg, bool problem, const char *line)
 {
@@ -787,6 +786,7 @@ static void stop_after_first_free(void *arg, bool problem, const char *line)
 		atomic_store(stop, true);
 }
 
+/* A client that connects as soon as the first orphan is freed (a gateway starting meanwhile). */
 struct late_client {
 	struct ngnfs_fs *fs;
 	unsigned int freed_lines;
@@ -803,6 +803,25 @@ static void connect_after_first_free(void *arg, bool problem, const char *line)
 		late->refusal_named = true;
 	if (late->freed_lines == 1 && !late->fs)
 		late->fs = mount_fs(NGNFS_MOUNT_STABLE);
+}
+
+/* Leaves count files open after their names went, crashes (unmounts without the closes), mounts
+ * again. */
+static struct ngnfs_fs *crash_with_orphans(struct ngnfs_fs *fs, const struct ngnfs_handle *root,
+					   const char *prefix, int count)
+{
+	char name[64];
+
+	for (int i = 0; i < count; i++) {
+		struct ngnfs_handle file;
+
+		snprintf(name, sizeof(name), "%s-%d", prefix, i);
+		file = make(fs, root, name, S_IFREG | 0644);
+		EXPECT_RET(ngnfs_open(fs, &file), 0);
+		EXPECT_RET(ngnfs_unlink(fs, root, name), 0);
+	}
+	ngnfs_unmount(fs);
+	return mount_fs(NGNFS_MOUNT_STABLE);
 }
 
 /*
@@ -920,14 +939,7 @@ void test_orphans_reclaimed_after_crash(void)
 		struct late_client late = { 0 };
 		uint64_t reclaimed, left;
 
-		for (int i = 0; i < 2; i++) {
-			snprintf(expected, sizeof(expected), "open-at-crash-%d", i);
-			file = make(fs, &root, expected, S_IFREG | 0644);
-			EXPECT_RET(ngnfs_open(fs, &file), 0);
-			EXPECT_RET(ngnfs_unlink(fs, &root, expected), 0);
-		}
-		ngnfs_unmount(fs); /* a crash with two files open */
-		fs = mount_fs(NGNFS_MOUNT_STABLE);
+		fs = crash_with_orphans(fs, &root, "open-at-crash", 2);
 		EXPECT_RET(ngnfs_fsck_reclaim_orphans(fs, false, NULL, connect_after_first_free,
 						      &late, &reclaimed, &left),
 			   -EBUSY);
@@ -948,14 +960,7 @@ void test_orphans_reclaimed_after_crash(void)
 		uint64_t reclaimed, left;
 
 		/* a stop asked for during the run ends it before the next orphan */
-		for (int i = 0; i < 3; i++) {
-			snprintf(expected, sizeof(expected), "open-at-stop-%d", i);
-			file = make(fs, &root, expected, S_IFREG | 0644);
-			EXPECT_RET(ngnfs_open(fs, &file), 0);
-			EXPECT_RET(ngnfs_unlink(fs, &root, expected), 0);
-		}
-		ngnfs_unmount(fs);
-		fs = mount_fs(NGNFS_MOUNT_STABLE);
+		fs = crash_with_orphans(fs, &root, "open-at-stop", 3);
 		EXPECT_RET(ngnfs_fsck_reclaim_orphans(fs, false, &stop, stop_after_first_free,
 						      &stop, &reclaimed, &left),
 			   -ECANCELED);
