@@ -92,7 +92,7 @@ void commit_log_close(struct commit_log *log);
  * RocksDB had not flushed and the replay brings it back, and before log
  * space is reused RocksDB's memtables are flushed (in the background,
  * half a log ahead) instead of its WAL synced.  Writing the WAL as well
- * cost a buffered append per group commit: 14-28% of one session's
+ * cost a buffered append per group commit: 13-28% of one session's
  * WRITEs per second, 48% of sixteen's (docs/performance.md, run 20).
  * Called after commit_log_open.
  */

@@ -805,8 +805,7 @@ static void connect_after_first_free(void *arg, bool problem, const char *line)
 		late->fs = mount_fs(NGNFS_MOUNT_STABLE);
 }
 
-/* Leaves count files open after their names went, crashes (unmounts without the closes), mounts
- * again. */
+/* Leaves count unlinked files open, crashes (no closes) and mounts again. */
 static struct ngnfs_fs *crash_with_orphans(struct ngnfs_fs *fs, const struct ngnfs_handle *root,
 					   const char *prefix, int count)
 {
