@@ -51,6 +51,7 @@ foreach(test two_clients_see_each_other concurrent_renames_two_clients rename_su
 			       LABELS tsan)
 endforeach()
 ngnfs_add_cluster_test(NAME fs_real_tool_commands COMMAND test_fs_real tool_commands TIMEOUT 180)
+ngnfs_add_cluster_test(NAME fs_real_tool_xattr COMMAND test_fs_real tool_xattr TIMEOUT 180)
 # A mount with a device down: refused, or (allow_unreachable_devices) served.
 ngnfs_add_cluster_test(NAME fs_real_mount_with_device_down
 		       COMMAND test_fs_real mount_with_device_down TIMEOUT 180)

@@ -6,6 +6,10 @@
  *   ngnfs stat --devices DEVICES [PATH] filesystem and per-device figures, or a path's
  *                                       attributes
  *   ngnfs ls   --devices DEVICES [PATH] list a directory
+ *   ngnfs xattr --devices DEVICES PATH [NAME]
+ *                                       list a path's extended attributes
+ *                                       with their sizes, or write one's
+ *                                       value to stdout
  *   ngnfs fsck --devices DEVICES [--repair]
  *                                       check the namespace from the root; with
  *                                       --repair, fix wrong link and entry counts
@@ -25,6 +29,13 @@
  * the tool shows nothing the API cannot do; errors name the path or
  * device and come with ngnfs_last_error()'s words.  Long work (mkfs over
  * many devices, fsck) prints progress on stderr; results go to stdout.
+ *
+ * xattr is there for the archive agent's records: where a file's data
+ * went on tape is in its xattrs, and a site must be able to read them
+ * when no gateway runs (recovery, audits).  It only reads, and as any
+ * client it reads under a read grant, so it is safe beside running
+ * gateways; changing xattrs stays with NFS, where the agent's own
+ * protocol is.
  *
  * Exit status: 0 success, 1 failure (fsck: problems found), 2 usage.
  *
@@ -50,6 +61,7 @@
 struct options {
 	const char *devices;
 	const char *path;
+	const char *name; /* xattr */
 	bool long_listing;
 	bool repair;
 	bool force;
@@ -63,6 +75,7 @@ static void usage_main(FILE *out)
 		     "  mkfs   format unformatted devices as a new filesystem\n"
 		     "  stat   show filesystem figures, or the attributes of PATH\n"
 		     "  ls     list the directory PATH (default /)\n"
+		     "  xattr  list the extended attributes of PATH, or print one's value\n"
 		     "  fsck   check the namespace; non-zero exit if problems are found\n"
 		     "  reclaim-orphans\n"
 		     "         free the unlinked-while-open files a crashed gateway left\n"
@@ -90,6 +103,12 @@ static const char *const command_help[][2] = {
 	{ "ls", "usage: ngnfs ls --devices DEVICES [-l] [PATH]\n"
 		"Lists the entries of directory PATH (default /) in cookie order:\n"
 		"type, inode number and name; -l adds mode, links and size.\n" },
+	{ "xattr", "usage: ngnfs xattr --devices DEVICES PATH [NAME]\n"
+		   "Without NAME: one line per extended attribute of PATH, its value's\n"
+		   "size in bytes, a tab, and its name, in the order they are stored.\n"
+		   "With NAME: that attribute's value, byte for byte, on stdout and\n"
+		   "nothing else (exit 1 if PATH has no such attribute).  Reads only;\n"
+		   "safe while gateways serve the filesystem.\n" },
 	{ "fsck", "usage: ngnfs fsck --devices DEVICES [--repair]\n"
 		  "Walks the namespace from the root: every entry names a live inode of\n"
 		  "its type and generation, link and entry counts are right, \"..\" is the\n"
@@ -403,6 +422,95 @@ static int do_ls(struct ngnfs_fs *fs, const struct options *options)
 	return 0;
 }
 
+/* The NUL-separated names of handle's xattrs in *list (the caller frees it). */
+static ssize_t read_xattr_names(struct ngnfs_fs *fs, const struct ngnfs_handle *handle, char **list)
+{
+	ssize_t length;
+	int attempt;
+
+	/* a name added between the sizing and the listing makes it -ERANGE: size again */
+	for (attempt = 0; attempt < 5; attempt++) {
+		length = ngnfs_listxattr(fs, handle, NULL, 0);
+		if (length < 0)
+			return length;
+		*list = malloc(length + 1);
+		if (!*list)
+			return -ENOMEM;
+		length = ngnfs_listxattr(fs, handle, *list, length + 1);
+		if (length != -ERANGE)
+			break;
+		free(*list);
+		*list = NULL;
+	}
+	if (length < 0) {
+		free(*list);
+		*list = NULL;
+	}
+	return length;
+}
+
+static int list_xattrs(struct ngnfs_fs *fs, const struct ngnfs_handle *handle)
+{
+	ssize_t length, size;
+	char *list = NULL;
+	const char *name;
+
+	length = read_xattr_names(fs, handle, &list);
+	if (length < 0)
+		return (int)length;
+	for (name = list; name < list + length; name += strlen(name) + 1) {
+		size = ngnfs_getxattr(fs, handle, name, NULL, 0);
+		if (size == -ENODATA)
+			continue; /* removed since the listing */
+		if (size < 0) {
+			free(list);
+			return (int)size;
+		}
+		printf("%zd\t%s\n", size, name);
+	}
+	free(list);
+	return 0;
+}
+
+static int print_xattr_value(struct ngnfs_fs *fs, const struct ngnfs_handle *handle,
+			     const char *name)
+{
+	/* no value is larger, so one read can never be -ERANGE */
+	char *value = malloc(NGNFS_XATTR_VALUE_MAX);
+	ssize_t size;
+
+	if (!value)
+		return -ENOMEM;
+	size = ngnfs_getxattr(fs, handle, name, value, NGNFS_XATTR_VALUE_MAX);
+	if (size >= 0 && (fwrite(value, 1, (size_t)size, stdout) != (size_t)size || fflush(stdout)))
+		size = -EIO;
+	free(value);
+	return size < 0 ? (int)size : 0;
+}
+
+static int do_xattr(struct ngnfs_fs *fs, const struct options *options)
+{
+	struct ngnfs_handle handle;
+	struct ngnfs_attr attr;
+	int ret;
+
+	ret = resolve(fs, options->path, &handle, &attr);
+	if (ret == 0)
+		ret = options->name ? print_xattr_value(fs, &handle, options->name)
+				    : list_xattrs(fs, &handle);
+	if (ret == -EIO && ferror(stdout)) {
+		fprintf(stderr, "ngnfs xattr %s: writing to stdout failed\n", options->path);
+		return 1;
+	}
+	if (ret < 0) {
+		fprintf(stderr, "ngnfs xattr %s%s%s: %s (%s)\n", options->path,
+			options->name ? " " : "", options->name ? options->name : "",
+			strerror(-ret), ngnfs_last_error());
+		return 1;
+	}
+	return 0;
+}
+
 static void fsck_line(void *arg, bool problem, const char *line)
 {
 	(void)arg;
@@ -547,13 +655,27 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind < argc)
-		options.path = argv[optind];
 	if (strcmp(command, "mkfs") && strcmp(command, "stat") && strcmp(command, "ls") &&
-	    strcmp(command, "fsck") && strcmp(command, "reclaim-orphans") &&
-	    strcmp(command, "add-devices")) {
+	    strcmp(command, "xattr") && strcmp(command, "fsck") &&
+	    strcmp(command, "reclaim-orphans") && strcmp(command, "add-devices")) {
 		fprintf(stderr, "ngnfs: unknown command \"%s\"\n", command);
 		usage_main(stderr);
+		return 2;
+	}
+	if (optind < argc)
+		options.path = argv[optind++];
+	if (optind < argc && strcmp(command, "xattr") == 0)
+		options.name = argv[optind++];
+	if (optind < argc || (options.path && strcmp(command, "stat") && strcmp(command, "ls") &&
+			      strcmp(command, "xattr"))) {
+		fprintf(stderr, "ngnfs %s: unexpected argument \"%s\"\n", command,
+			optind < argc ? argv[optind] : options.path);
+		command_usage(command, stderr);
+		return 2;
+	}
+	if (!options.path && strcmp(command, "xattr") == 0) {
+		fprintf(stderr, "ngnfs xattr: PATH is required\n");
+		command_usage(command, stderr);
 		return 2;
 	}
 	if (options.repair && strcmp(command, "fsck")) {
@@ -589,6 +711,8 @@ int main(int argc, char **argv)
 			status = do_stat(fs, &manifest, &options);
 		else if (strcmp(command, "ls") == 0)
 			status = do_ls(fs, &options);
+		else if (strcmp(command, "xattr") == 0)
+			status = do_xattr(fs, &options);
 		else if (strcmp(command, "reclaim-orphans") == 0)
 			status = do_reclaim_orphans(fs, &options);
 		else

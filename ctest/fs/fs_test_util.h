@@ -128,6 +128,7 @@ void test_two_clients_see_each_other(void);
 void test_concurrent_renames_two_clients(void);
 void test_rename_subtree_race(void);
 void test_tool_commands(void);
+void test_tool_xattr(void);
 void test_orphans_reclaimed_after_crash(void);
 void test_lost_create_handle_stale(void);
 void test_add_devices(void);

@@ -971,6 +971,7 @@ static const struct test_case tests[] = {
 	{ "concurrent_renames_two_clients", test_concurrent_renames_two_clients },
 	{ "rename_subtree_race", test_rename_subtree_race },
 	{ "tool_commands", test_tool_commands },
+	{ "tool_xattr", test_tool_xattr },
 	{ "orphans_reclaimed_after_crash", test_orphans_reclaimed_after_crash },
 	{ "lost_create_handle_stale", test_lost_create_handle_stale },
 	{ "add_devices", test_add_devices },

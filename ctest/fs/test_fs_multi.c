@@ -41,6 +41,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -673,6 +674,146 @@ void test_tool_commands(void)
 		CHECK(strstr(text, ": 0 problems"), "fsck: expected 0 problems, got:\n%s", text);
 		free(text);
 	}
+	unlink(output);
+	stop_backend();
+}
+
+/* run_tool, then check that the output is value (size bytes) and nothing else. */
+static void run_tool_value(const char *const *argv, const char *output, const void *value,
+			   size_t size)
+{
+	size_t length;
+	char *text;
+
+	run_tool(argv, 0, output, &text);
+	free(text);
+	text = ngnfs_test_read_file(output, &length);
+	CHECK(text && length == size && memcmp(text, value, size) == 0,
+	      "ngnfs xattr %s %s: expected the %zu bytes of the value and nothing else, got %zu "
+	      "bytes",
+	      argv[4], argv[5], size, length);
+	free(text);
+}
+
+/*
+ * tool_xattr: ngnfs xattr reads what the archive agent recorded without a
+ * gateway: the names and sizes of a file's xattrs, and each value byte for
+ * byte (text, binary with NULs, and a 64 KiB one kept in value blocks),
+ * while the client that set them stays mounted; a value that client then
+ * changes reads back changed.  A missing name or path is exit 1 naming
+ * it, a missing PATH or an extra argument exit 2, and a file without
+ * xattrs lists nothing.
+ */
+void test_tool_xattr(void)
+{
+	static const char location[] = "tape=A00042 file=17 block=90210";
+	static const char moved[] = "tape=B00007 file=3 block=12";
+	static const uint8_t checksum[20] = { 0x00, 0xff, 0x10, 0x00, 0x7f, 0x80, 0x0a,
+					      0x09, 0x00, 0x00, 0x01, 0x02, 0x03, 0xfe,
+					      0xfd, 0x00, 0x41, 0x42, 0x43, 0x00 };
+	const char *tool = getenv("NGNFS_TOOL");
+	const char *path = "/archive/tape-0001.dat";
+	struct ngnfs_handle root, dir, file;
+	char output[256], *bulk;
+	const char *manifest;
+	struct ngnfs_fs *fs;
+	size_t i;
+
+	CHECK(tool, "NGNFS_TOOL is not set (the ngnfs tool is not built)");
+	snprintf(output, sizeof(output), "/tmp/ngnfs-tool-xattr-%d.out", (int)getpid());
+	start_backend_mkfs(2, "tool-xattr");
+	manifest = test_manifest_path();
+	bulk = malloc(NGNFS_XATTR_VALUE_MAX);
+	CHECK(bulk, "out of memory");
+	for (i = 0; i < NGNFS_XATTR_VALUE_MAX; i++)
+		bulk[i] = (char)(i * 7 + i / 4096);
+	fs = mount_fs(NGNFS_MOUNT_STABLE);
+	root = root_of(fs);
+	dir = make(fs, &root, "archive", S_IFDIR | 0755);
+	file = make(fs, &dir, "tape-0001.dat", S_IFREG | 0644);
+	make(fs, &dir, "plain.dat", S_IFREG | 0644);
+	EXPECT_RET(
+	    ngnfs_setxattr(fs, &file, "user.archive.location", location, sizeof(location) - 1, 0),
+	    0);
+	EXPECT_RET(
+	    ngnfs_setxattr(fs, &file, "user.archive.checksum", checksum, sizeof(checksum), 0), 0);
+	EXPECT_RET(ngnfs_setxattr(fs, &file, "user.archive.bulk", bulk, NGNFS_XATTR_VALUE_MAX, 0),
+		   0);
+	{
+		const char *argv[] = { tool, "xattr", "--devices", manifest, path, NULL };
+
+		run_tool_expect(argv, 0, output, "31\tuser.archive.location\n",
+				"20\tuser.archive.checksum\n", "xattr listing");
+		run_tool_expect(argv, 0, output, "65536\tuser.archive.bulk\n", NULL,
+				"xattr listing of a value in value blocks");
+	}
+	{
+		const char *argv[] = { tool,	 "xattr", "--devices",
+				       manifest, path,	  "user.archive.location",
+				       NULL };
+
+		run_tool_value(argv, output, location, sizeof(location) - 1);
+		/* the mounted client changes it: the tool's next read sees the change */
+		EXPECT_RET(ngnfs_setxattr(fs, &file, "user.archive.location", moved,
+					  sizeof(moved) - 1, XATTR_REPLACE),
+			   0);
+		run_tool_value(argv, output, moved, sizeof(moved) - 1);
+	}
+	{
+		const char *argv[] = { tool,	 "xattr", "--devices",
+				       manifest, path,	  "user.archive.checksum",
+				       NULL };
+
+		run_tool_value(argv, output, checksum, sizeof(checksum));
+	}
+	{
+		const char *argv[] = { tool,	 "xattr", "--devices",
+				       manifest, path,	  "user.archive.bulk",
+				       NULL };
+
+		run_tool_value(argv, output, bulk, NGNFS_XATTR_VALUE_MAX);
+	}
+	{
+		const char *argv[] = { tool,	 "xattr", "--devices",
+				       manifest, path,	  "user.archive.none",
+				       NULL };
+
+		run_tool_expect(argv, 1, output, "user.archive.none", "No data available",
+				"a missing xattr");
+	}
+	{
+		const char *argv[] = { tool, "xattr", "--devices", manifest, "/archive/gone.dat",
+				       NULL };
+
+		run_tool_expect(argv, 1, output, "/archive/gone.dat", "No such file or directory",
+				"a missing path");
+	}
+	{
+		const char *argv[] = { tool, "xattr", "--devices", manifest, "/archive/plain.dat",
+				       NULL };
+		size_t length;
+		char *text;
+
+		run_tool(argv, 0, output, &text);
+		free(text);
+		text = ngnfs_test_read_file(output, &length);
+		CHECK(text && length == 0,
+		      "a file without xattrs: expected no output, got %zu bytes", length);
+		free(text);
+	}
+	{
+		const char *no_path[] = { tool, "xattr", "--devices", manifest, NULL };
+		const char *extra[] = { tool,	  "xattr", "--devices",
+					manifest, path,	   "user.archive.location",
+					"more",	  NULL };
+
+		run_tool_expect(no_path, 2, output, "PATH is required", "usage: ngnfs xattr",
+				"xattr without PATH");
+		run_tool_expect(extra, 2, output, "unexpected argument \"more\"", NULL,
+				"xattr with an extra argument");
+	}
+	free(bulk);
+	ngnfs_unmount(fs);
 	unlink(output);
 	stop_backend();
 }
