@@ -16,8 +16,12 @@
  * A session processes its requests strictly in order and stops reading
  * while one of its requests waits for the commit thread, so that a
  * client's RELEASE never overtakes its WRITE and a base version is
- * never checked against a write still in flight.  Group commit comes
- * from many sessions sharing a batch.
+ * never checked against a write still in flight.  The one exception is
+ * a one-frame WRITE none of whose blocks is in a write in flight
+ * (session.c, write_may_overtake_reply): it joins the commit queue behind
+ * its session's earlier writes, so that a client may keep several writes
+ * in flight to one device.  Group commit comes from many sessions, and
+ * such a session's several writes, sharing a batch.
  *
  * XXX:
  *  - One event loop thread: request checks and RocksDB reads of all
@@ -52,10 +56,11 @@ struct session {
 	uint64_t client_id;
 	uint32_t flags; /* NGNFS_HELLO_* */
 	bool hello_done;
-	bool closing;	       /* flushing a final ERROR, then closed */
-	bool gone;	       /* connection closed; struct lives while refs > 0 */
-	bool output_full;      /* not read until its unread replies drain (session.c) */
-	unsigned int inflight; /* requests waiting on the commit thread */
+	bool closing;		      /* flushing a final ERROR, then closed */
+	bool gone;		      /* connection closed; struct lives while refs > 0 */
+	bool output_full;	      /* not read until its unread replies drain (session.c) */
+	unsigned int inflight;	      /* requests waiting on the commit thread */
+	unsigned int inflight_writes; /* of them, one-device WRITEs (session.c) */
 	unsigned int refs;
 	uint64_t reserved_count;
 	uint32_t session_epoch;	       /* 0 until its first ALLOC (alloc_session_epoch) */
@@ -173,6 +178,7 @@ struct blockd {
 	struct revoke_queue revokes;
 	uint64_t server_instance;
 	uint64_t start_ms;
+	uint64_t overtaking_writes; /* WRITEs taken while their session's earlier ones committed */
 	bool in_grace;
 	bool formatting;
 	bool shutting_down;

@@ -312,10 +312,12 @@ static int run(struct blockd *server)
 			 "(--fail-commit-at)",
 			 server->config.fail_commit_at);
 	event_base_dispatch(server->base);
-	log_info("stopped after %llu group commits of %llu requests (commit log: %llu RocksDB "
+	log_info("stopped after %llu group commits of %llu requests, %llu of them WRITEs taken "
+		 "before their session's earlier ones were answered (commit log: %llu RocksDB "
 		 "flushes to reuse it, %llu batches too large for it)",
 		 (unsigned long long)server->committer.batches,
 		 (unsigned long long)server->committer.ops,
+		 (unsigned long long)server->overtaking_writes,
 		 (unsigned long long)server->store.commit_log.flushes,
 		 (unsigned long long)server->store.commit_log.direct_batches);
 	return 0;

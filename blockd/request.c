@@ -50,7 +50,8 @@ void pending_finish(struct pending *pending)
 	if (!session)
 		return;
 	session->inflight--;
-	if (!session->gone && session->inflight == 0)
+	/* with requests still in flight, a WRITE may still be taken (session.c) */
+	if (!session->gone)
 		session_resume(session);
 	session_put(session);
 }
@@ -454,6 +455,7 @@ static void write_done(struct commit_op *op)
 					      write->release_access);
 		}
 	}
+	session->inflight_writes--;
 	pending_finish(&write->pending);
 	free(write->blknos);
 	free(write);
@@ -562,6 +564,7 @@ static void write_apply(struct session *session, const struct ngnfs_msg *const *
 	write->release_access =
 	    last->write.release_access == NGNFS_ACCESS_READ ? NGNFS_ACCESS_READ : NGNFS_ACCESS_NONE;
 	pending_start(&write->pending, session, last->request_id, NGNFS_MSG_WRITE, write_done);
+	session->inflight_writes++;
 	batch = commit_begin(&server->committer);
 	position = 0;
 	for (uint32_t f = 0; f < frame_count; f++) {

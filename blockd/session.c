@@ -14,7 +14,11 @@
  *
  * A session stops reading while one of its requests waits for the
  * commit thread (see blockd.h), by disabling EV_READ; the frames that
- * arrive meanwhile wait in the kernel and in the input buffer.  It also
+ * arrive meanwhile wait in the kernel and in the input buffer.  Behind
+ * WRITEs only it goes on reading, and takes a WRITE that may overtake
+ * their replies (write_may_overtake_reply) at once; it stops at the first
+ * frame that may not, leaving that frame whole in the input buffer for
+ * the next completion to look at again.  It also
  * stops while SESSION_OUTPUT_HIGH bytes of its replies wait to be sent,
  * until half of them have left: a peer that sends requests and never
  * reads the replies (a bug, or hostile) would otherwise grow blockd
@@ -45,6 +49,7 @@
  * timeout (grant.c).
  */
 
+#include <endian.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -63,6 +68,12 @@
 /* unsent replies at which a session stops being read, and where it resumes */
 #define SESSION_OUTPUT_HIGH (8U << 20)
 #define SESSION_OUTPUT_LOW  (SESSION_OUTPUT_HIGH / 2)
+/*
+ * WRITEs of one session in the commit queue at once: libcore keeps at most
+ * two per device (plus the multi-device one), and the bound keeps a
+ * client that sends WRITE after WRITE from filling blockd's memory.
+ */
+#define SESSION_WRITES_IN_FLIGHT 8
 
 /*
  * A silent peer is probed after 30 s idle, every 10 s, and given up after
@@ -261,14 +272,57 @@ static bool session_output_full(struct session *session)
 	return true;
 }
 
+/*
+ * Whether a request may be taken while earlier ones of its session wait
+ * for the commit thread: only a one-frame WRITE of a set that lives on
+ * this device, behind nothing but such WRITEs, none of whose blocks or
+ * frees is in a write still in flight or pinned by a staged set (whose
+ * COMMIT may be what is in flight: the client need not wait for it), and
+ * fewer than SESSION_WRITES_IN_FLIGHT of them.  Its checks (grants, base versions read from the
+ * store) then see what they would see once the earlier writes are done, since those change none of
+ * its blocks and release no grant it relies on (a RELEASE is never taken early, nor is anything
+ * else); and the commit queue keeps the batches, and so the replies, in the order of the requests.
+ * This lets a client keep more than one write in flight per device, each
+ * joining the next group commit instead of waiting for the last reply.
+ */
+static bool write_may_overtake_reply(struct session *session, const struct ngnfs_msg *msg)
+{
+	struct blockd *server = session->server;
+	uint32_t i;
+
+	if (session->inflight != session->inflight_writes ||
+	    session->inflight >= SESSION_WRITES_IN_FLIGHT || msg->type != NGNFS_MSG_WRITE ||
+	    msg->write.phase != NGNFS_WRITE_SINGLE || msg->write.frame_count != 1 ||
+	    session->held_write)
+		return false;
+	for (i = 0; i < msg->write.block_count; i++) {
+		uint64_t blkno, base_version;
+		const struct block_state *block;
+
+		ngnfs_msg_write_block(msg, i, &blkno, &base_version);
+		block = block_state_get(server, blkno, false);
+		if (block && (block->pending_writes || block->pin))
+			return false;
+	}
+	for (i = 0; i < msg->write.free_count; i++) {
+		const struct block_state *block =
+		    block_state_get(server, ngnfs_msg_write_free(msg, i), false);
+
+		if (block && (block->pending_writes || block->pin))
+			return false;
+	}
+	return true;
+}
+
 static void session_process(struct session *session)
 {
 	struct evbuffer *input;
+	bool waiting = false; /* a whole frame waits for the session's requests in flight */
 
 	if (session->gone)
 		return;
 	input = bufferevent_get_input(session->bev);
-	while (!session->closing && session->inflight == 0 && !session->server->shutting_down &&
+	while (!session->closing && !session->server->shutting_down &&
 	       !session_output_full(session)) {
 		uint8_t header[NGNFS_MSG_HEADER_SIZE];
 		size_t available = evbuffer_get_length(input);
@@ -282,6 +336,13 @@ static void session_process(struct session *session)
 			break;
 		evbuffer_copyout(input, header, sizeof(header));
 		ret = ngnfs_msg_check_header(header, &frame_length, &why);
+		if (session->inflight &&
+		    (ret ||
+		     le16toh(((const struct ngnfs_msg_header *)header)->type) != NGNFS_MSG_WRITE)) {
+			/* answered (a malformed one refused) once the requests before it are */
+			waiting = true;
+			break;
+		}
 		if (ret) {
 			protocol_error(session, header, ret, why);
 			break;
@@ -298,15 +359,37 @@ static void session_process(struct session *session)
 		}
 		frame = malloc(frame_length);
 		if (!frame) {
+			if (session->inflight) {
+				waiting = true; /* a completion comes back here */
+				break;
+			}
 			protocol_error(session, header, -ENOMEM, "out of memory for the frame");
 			break;
 		}
-		evbuffer_remove(input, frame, frame_length);
-		ret = ngnfs_msg_decode(frame, frame_length, &msg, &why);
-		if (ret)
-			protocol_error(session, header, ret, why);
-		else
-			request_dispatch(session, &msg);
+		if (session->inflight) {
+			/*
+			 * Taken only if it may overtake; otherwise (a malformed one
+			 * too) left for the completion, which looks at it again.
+			 */
+			evbuffer_copyout(input, frame, frame_length);
+			if (ngnfs_msg_decode(frame, frame_length, &msg, &why) ||
+			    !write_may_overtake_reply(session, &msg)) {
+				free(frame);
+				waiting = true;
+				break;
+			}
+			evbuffer_drain(input, frame_length);
+			session->server->overtaking_writes++;
+		} else {
+			evbuffer_remove(input, frame, frame_length);
+			ret = ngnfs_msg_decode(frame, frame_length, &msg, &why);
+			if (ret) {
+				protocol_error(session, header, ret, why);
+				free(frame);
+				continue;
+			}
+		}
+		request_dispatch(session, &msg);
 		free(frame);
 	}
 	if (session->gone)
@@ -315,7 +398,14 @@ static void session_process(struct session *session)
 		session_close_after_flush(session);
 		return;
 	}
-	if (session->inflight || session->server->shutting_down || session->output_full)
+	/*
+	 * Behind WRITEs in flight the session is still read, so that its next
+	 * WRITE can join the next group commit; it stops at a frame that must
+	 * wait (so at most one frame and one read's worth are buffered), and
+	 * behind anything else.
+	 */
+	if (session->server->shutting_down || session->output_full || waiting ||
+	    session->inflight != session->inflight_writes)
 		bufferevent_disable(session->bev, EV_READ);
 	else
 		bufferevent_enable(session->bev, EV_READ);

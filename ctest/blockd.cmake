@@ -16,6 +16,7 @@ target_link_libraries(test_blockd PRIVATE ngnfs_test_tclient ngnfs_test_harness
 
 foreach(case bad_flags bad_config config_file_serves foreign_folder foreign_rocksdb busy_port
 	     hello_wrong_fs_id unformatted write_read frame_in_pieces grant_waits_for_pending_write
+	     write_behind_write
 	     write_refused corrupt_block
 	     malformed_frames held_write grant_fifo alloc session_epochs cmpxchg_incoherent set_commit
 	     indoubt_abort indoubt_commit indoubt_restart restart_sigterm restart_sigkill commit_log_replay
@@ -27,7 +28,7 @@ foreach(case bad_flags bad_config config_file_serves foreign_folder foreign_rock
 	# The cases that run blockd's commit and resolver threads against its
 	# event loop (in-doubt sets, group commit, stops under load) are
 	# concurrency tests: the ThreadSanitizer pass runs them (label tsan).
-	if(case MATCHES "^(indoubt_|group_commit|.*_under_load|resolved_sets|stale_stage)")
+	if(case MATCHES "^(indoubt_|group_commit|write_behind_write|.*_under_load|resolved_sets|stale_stage)")
 		set(labels blockd tsan)
 	else()
 		set(labels blockd)

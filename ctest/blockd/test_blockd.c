@@ -649,10 +649,10 @@ static void case_frame_in_pieces(void)
  * connection: nobody gets the block until that write is durable, so the
  * next writer sees its version and contents, and versions stay unique.
  * --commit-delay-ms holds every group commit back long enough to close the
- * writer's connection in the middle.  Two things in blockd keep this true
- * today: a session does not read (so does not see its EOF) while a request
- * is in the commit thread, and grants wait for pending writes (grant.c,
- * can_grant); the test fails only if both go.
+ * writer's connection in the middle.  What keeps this true is that
+ * grants wait for pending writes (grant.c, can_grant): a session behind
+ * nothing but WRITEs in flight is still read (session.c), so it sees its
+ * EOF and loses its grants while the write is in the commit thread.
  */
 static void case_grant_waits_for_pending_write(void)
 {
@@ -679,6 +679,99 @@ static void case_grant_waits_for_pending_write(void)
 	EXPECT_STATUS(tc_write(&next, 7, version, data, &new_version), 0);
 	EXPECT_U64("version of the next write", new_version, 2);
 	tc_close(&next);
+	stop(cluster);
+}
+
+/* The next frame on tc, which must be the reply of type to request_id with status. */
+static struct tc_frame expect_reply(struct tc *tc, enum ngnfs_msg_type type, uint64_t request_id,
+				    int status, const char *what)
+{
+	struct tc_frame frame;
+	int ret = tc_recv(tc, &frame, TC_TIMEOUT_MS);
+
+	if (ret)
+		fail("%s: no reply (%d)", what, ret);
+	if (frame.msg.type != type || frame.msg.request_id != request_id ||
+	    frame.msg.status != status)
+		fail("%s: expected reply type %d to request %llu with status %d, got type %d to "
+		     "request %llu with status %d",
+		     what, type, (unsigned long long)request_id, status, frame.msg.type,
+		     (unsigned long long)frame.msg.request_id, frame.msg.status);
+	return frame;
+}
+
+/*
+ * A session's WRITEs behind its WRITEs in the commit queue (session.c,
+ * write_may_overtake_reply), with every group commit held back 300 ms:
+ * a WRITE of another block is taken at once; a WRITE of a block still in
+ * flight (based on the version that write makes) waits for it and is then
+ * accepted, where checking it early against the stored version would have
+ * refused it -ESTALE; a STATFS behind a WRITE is answered after it; and
+ * replies come in request order.  The stop line counts the two WRITEs
+ * taken early, which an in-order blockd would count as 0.
+ */
+static void case_write_behind_write(void)
+{
+	const char *extra[] = { "--commit-delay-ms", "300", NULL };
+	struct ngnfs_test_cluster *cluster = start(1, extra);
+	uint8_t data[NGNFS_BLOCK_SIZE], back[NGNFS_BLOCK_SIZE];
+	unsigned long long batches, requests, early;
+	uint64_t version, first_id;
+	struct ngnfs_buffer buffer;
+	struct tc_frame frame;
+	char *log, *line;
+	bool has_data;
+	struct tc tc;
+	int i;
+
+	format_all(cluster);
+	open_session(&tc, cluster, 0, 0);
+	EXPECT_STATUS(tc_get(&tc, 7, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
+	EXPECT_STATUS(tc_get(&tc, 8, NGNFS_ACCESS_WRITE, 0, &version, &has_data, NULL), 0);
+	first_id = tc.next_request_id;
+	fill(data, 1);
+	EXPECT_STATUS(tc_write_send(&tc, 7, 0, data), 0);
+	fill(data, 2);
+	EXPECT_STATUS(tc_write_send(&tc, 8, 0, data), 0);
+	fill(data, 3);
+	EXPECT_STATUS(tc_write_send(&tc, 7, 1, data), 0); /* on top of the first */
+	ngnfs_buffer_init(&buffer);
+	ngnfs_encode_statfs(&buffer, tc.next_request_id++);
+	EXPECT_STATUS(tc_send(&tc, &buffer), 0);
+	for (i = 0; i < 3; i++) {
+		static const char *const what[] = { "the first WRITE of block 7",
+						    "the WRITE of block 8 behind it",
+						    "the second WRITE of block 7" };
+		static const uint64_t versions[] = { 1, 1, 2 };
+
+		uint64_t blkno = 0, new_version = 0;
+
+		frame = expect_reply(&tc, NGNFS_MSG_WRITE_REPLY, first_id + i, 0, what[i]);
+		if (frame.msg.versions.count == 1)
+			ngnfs_msg_version_entry(&frame.msg, 0, &blkno, &new_version);
+		tc_frame_free(&frame);
+		if (new_version != versions[i])
+			fail("%s: expected version %llu, got %llu", what[i],
+			     (unsigned long long)versions[i], (unsigned long long)new_version);
+	}
+	frame = expect_reply(&tc, NGNFS_MSG_STATFS_REPLY, first_id + 3, 0,
+			     "the STATFS behind the WRITEs");
+	tc_frame_free(&frame);
+	EXPECT_STATUS(tc_release(&tc, 7, NGNFS_ACCESS_NONE), 0);
+	EXPECT_STATUS(tc_get(&tc, 7, NGNFS_ACCESS_READ, 0, &version, &has_data, back), 0);
+	EXPECT_U64("version of block 7", version, 2);
+	if (!has_data || memcmp(back, data, sizeof(data)))
+		fail("block 7 does not read back as its second WRITE");
+	tc_close(&tc);
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, SIGTERM), 0);
+	log = ngnfs_test_read_file(ngnfs_test_cluster_log_path(cluster, 0), NULL);
+	line = log ? strstr(log, "stopped after ") : NULL;
+	if (!line || sscanf(line, "stopped after %llu group commits of %llu requests, %llu of them",
+			    &batches, &requests, &early) != 3)
+		fail("expected the group commit totals in the log at shutdown");
+	free(log);
+	EXPECT_U64("WRITEs taken before the replies of the ones before them", early, 2);
+	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
 	stop(cluster);
 }
 
@@ -2871,6 +2964,7 @@ static const struct {
 	{ "write_read", case_write_read },
 	{ "frame_in_pieces", case_frame_in_pieces },
 	{ "grant_waits_for_pending_write", case_grant_waits_for_pending_write },
+	{ "write_behind_write", case_write_behind_write },
 	{ "write_refused", case_write_refused },
 	{ "corrupt_block", case_corrupt_block },
 	{ "malformed_frames", case_malformed_frames },

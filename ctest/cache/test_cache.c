@@ -1846,17 +1846,19 @@ static void reset_under_held_write(struct ngnfs_cache *cache)
 }
 
 /*
- * Each device has its own round of writes: a stable commit on device 1 is
+ * Each device has its own writes in flight: a stable commit on device 1 is
  * sent while device 0's write is still in flight (a slow disk behind one
- * device holds back only that device), while commits on device 0 wait for
- * its write to complete and then share one write (group commit).
+ * device holds back only that device); a second commit on device 0 is
+ * sent beside its first (blockd takes it into its next group commit,
+ * docs/blockd.md), while commits beyond two wait for one of them to
+ * complete and then share one write (group commit in the client).
  */
 static int test_devices_write_independently(void)
 {
 	struct ngnfs_cache *stable = new_cache(NGNFS_DURABILITY_STABLE, 0, 0);
 	uint64_t a = TEST_BLOCK(0, 11), b = TEST_BLOCK(1, 12);
-	uint64_t c = TEST_BLOCK(0, 13), d = TEST_BLOCK(0, 14);
-	struct bg_call first, other, second, third;
+	uint64_t c = TEST_BLOCK(0, 13), d = TEST_BLOCK(0, 14), e = TEST_BLOCK(0, 15);
+	struct bg_call first, other, second, third, fourth;
 	uint64_t writes;
 	int ret;
 
@@ -1864,15 +1866,18 @@ static int test_devices_write_independently(void)
 	put(stable, b, 1);
 	put(stable, c, 1);
 	put(stable, d, 1);
+	put(stable, e, 1);
 	start_held(&first, stable, BG_PUT, a, 2, "for the stable write of a on device 0");
 	bg_start(&other, stable, BG_PUT, b, 2);
 	wait_held(2, "for the write of b on device 1 while device 0's write is in flight");
 	bg_start(&second, stable, BG_PUT, c, 2);
+	wait_held(3, "for the write of c beside device 0's first write in flight");
 	bg_start(&third, stable, BG_PUT, d, 2);
+	bg_start(&fourth, stable, BG_PUT, e, 2);
 	usleep(200 * 1000);
-	CHECK(fake_server_held_writes() == 2 && !bg_done(&second) && !bg_done(&third),
-	      "expected c and d (device 0) to wait for device 0's write in flight, the server "
-	      "holds %u writes",
+	CHECK(fake_server_held_writes() == 3 && !bg_done(&third) && !bg_done(&fourth),
+	      "expected d and e (device 0) to wait for device 0's two writes in flight, the "
+	      "server holds %u writes",
 	      fake_server_held_writes());
 	writes = fake_server_writes();
 	fake_server_release_writes(0);
@@ -1880,21 +1885,24 @@ static int test_devices_write_independently(void)
 	CHECK(ret == 0, "expected the stable write of a to succeed, got %d", ret);
 	ret = bg_join(&other);
 	CHECK(ret == 0, "expected the stable write of b to succeed, got %d", ret);
-	wait_held(1, "for one write carrying both c and d");
-	CHECK(!bg_done(&second) && !bg_done(&third),
-	      "expected the writers of c and d to wait for their write");
-	fake_server_release_writes(0);
 	ret = bg_join(&second);
 	CHECK(ret == 0, "expected the stable write of c to succeed, got %d", ret);
+	wait_held(1, "for one write carrying both d and e");
+	CHECK(!bg_done(&third) && !bg_done(&fourth),
+	      "expected the writers of d and e to wait for their write");
+	fake_server_release_writes(0);
 	ret = bg_join(&third);
 	CHECK(ret == 0, "expected the stable write of d to succeed, got %d", ret);
+	ret = bg_join(&fourth);
+	CHECK(ret == 0, "expected the stable write of e to succeed, got %d", ret);
 	CHECK(server_value(a) == 2 && server_value(b) == 2 && server_value(c) == 2 &&
-		  server_value(d) == 2,
-	      "expected a, b, c and d = 2 on the servers, got %llu, %llu, %llu, %llu",
+		  server_value(d) == 2 && server_value(e) == 2,
+	      "expected a, b, c, d and e = 2 on the servers, got %llu, %llu, %llu, %llu, %llu",
 	      (unsigned long long)server_value(a), (unsigned long long)server_value(b),
-	      (unsigned long long)server_value(c), (unsigned long long)server_value(d));
-	CHECK(fake_server_writes() - writes == 3,
-	      "expected three writes (a, b, then c with d), the server applied %llu",
+	      (unsigned long long)server_value(c), (unsigned long long)server_value(d),
+	      (unsigned long long)server_value(e));
+	CHECK(fake_server_writes() - writes == 4,
+	      "expected four writes (a, b, c, then d with e), the server applied %llu",
 	      (unsigned long long)(fake_server_writes() - writes));
 	fake_server_hold_writes(false);
 	ngnfs_cache_destroy(stable);
