@@ -277,11 +277,14 @@ static bool session_output_full(struct session *session)
  * for the commit thread: only a one-frame WRITE of a set that lives on
  * this device, behind nothing but such WRITEs, none of whose blocks or
  * frees is in a write still in flight or pinned by a staged set (whose
- * COMMIT may be what is in flight: the client need not wait for it), and
- * fewer than SESSION_WRITES_IN_FLIGHT of them.  Its checks (grants, base versions read from the
- * store) then see what they would see once the earlier writes are done, since those change none of
- * its blocks and release no grant it relies on (a RELEASE is never taken early, nor is anything
- * else); and the commit queue keeps the batches, and so the replies, in the order of the requests.
+ * resolution may be what is in flight: the client need not wait for it),
+ * and
+ * fewer than SESSION_WRITES_IN_FLIGHT of them.  Its checks (grants, base
+ * versions read from the store) then see what they would see once the
+ * earlier writes are done, since those change none of its blocks and
+ * release no grant it relies on (a RELEASE is never taken early, nor is
+ * anything else); and the commit queue keeps the batches, and so the
+ * replies, in the order of the requests.
  * This lets a client keep more than one write in flight per device, each
  * joining the next group commit instead of waiting for the last reply.
  */

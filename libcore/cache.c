@@ -1557,7 +1557,7 @@ static uint16_t set_device(const struct ngnfs_cache *cache, const struct dirty_s
  * has depth 2: blockd takes a session's one-frame WRITE of other blocks
  * while the one before is still in its commit queue (docs/protocol.md,
  * Sessions), so the second joins blockd's next group commit instead of
- * waiting here for the first reply and the hand-offs behind it (10-25%
+ * waiting here for the first reply and the hand-offs behind it (8-21%
  * more concurrent stable creates, docs/performance.md, run 22).  Deeper
  * would only split what the client merges.  The multi-device slot has
  * depth 1, since blockd takes STAGE and COMMIT in order anyway.
