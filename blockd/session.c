@@ -278,8 +278,7 @@ static bool session_output_full(struct session *session)
  * this device, behind nothing but such WRITEs, none of whose blocks or
  * frees is in a write still in flight or pinned by a staged set (whose
  * resolution may be what is in flight: the client need not wait for it),
- * and
- * fewer than SESSION_WRITES_IN_FLIGHT of them.  Its checks (grants, base
+ * and fewer than SESSION_WRITES_IN_FLIGHT of them.  Its checks (grants, base
  * versions read from the store) then see what they would see once the
  * earlier writes are done, since those change none of its blocks and
  * release no grant it relies on (a RELEASE is never taken early, nor is
