@@ -682,6 +682,24 @@ static void case_grant_waits_for_pending_write(void)
 	stop(cluster);
 }
 
+/*
+ * Stop device 0 with SIGTERM and read its stop line's counts: group
+ * commits, requests, and WRITEs taken before the replies before them.
+ */
+static void stop_counts(struct ngnfs_test_cluster *cluster, unsigned long long *batches,
+			unsigned long long *requests, unsigned long long *early)
+{
+	char *log, *line;
+
+	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, SIGTERM), 0);
+	log = ngnfs_test_read_file(ngnfs_test_cluster_log_path(cluster, 0), NULL);
+	line = log ? strstr(log, "stopped after ") : NULL;
+	if (!line || sscanf(line, "stopped after %llu group commits of %llu requests, %llu of them",
+			    batches, requests, early) != 3)
+		fail("expected the group commit totals in the log at shutdown");
+	free(log);
+}
+
 /* The next frame on tc, which must be the reply of type to request_id with status. */
 static struct tc_frame expect_reply(struct tc *tc, enum ngnfs_msg_type type, uint64_t request_id,
 				    int status, const char *what)
@@ -719,7 +737,6 @@ static void case_write_behind_write(void)
 	uint64_t version, first_id;
 	struct ngnfs_buffer buffer;
 	struct tc_frame frame;
-	char *log, *line;
 	bool has_data;
 	struct tc tc;
 	int i;
@@ -763,13 +780,7 @@ static void case_write_behind_write(void)
 	if (!has_data || memcmp(back, data, sizeof(data)))
 		fail("block 7 does not read back as its second WRITE");
 	tc_close(&tc);
-	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, SIGTERM), 0);
-	log = ngnfs_test_read_file(ngnfs_test_cluster_log_path(cluster, 0), NULL);
-	line = log ? strstr(log, "stopped after ") : NULL;
-	if (!line || sscanf(line, "stopped after %llu group commits of %llu requests, %llu of them",
-			    &batches, &requests, &early) != 3)
-		fail("expected the group commit totals in the log at shutdown");
-	free(log);
+	stop_counts(cluster, &batches, &requests, &early);
 	EXPECT_U64("WRITEs taken before the replies of the ones before them", early, 2);
 	EXPECT_STATUS(ngnfs_test_cluster_restart(cluster, 0), 0);
 	stop(cluster);
@@ -1741,8 +1752,7 @@ static void case_group_commit(void)
 {
 	struct ngnfs_test_cluster *cluster = start(1, NULL);
 	struct group_writer writers[16];
-	unsigned long long batches = 0, requests = 0;
-	char *log, *line;
+	unsigned long long batches = 0, requests = 0, early = 0;
 
 	format_all(cluster);
 	for (int i = 0; i < 16; i++) {
@@ -1757,13 +1767,7 @@ static void case_group_commit(void)
 			fail("writer %d: expected its 25 writes to succeed, got %d (%s)", i,
 			     writers[i].error, strerror(-writers[i].error));
 	}
-	EXPECT_STATUS(ngnfs_test_cluster_kill(cluster, 0, SIGTERM), 0);
-	log = ngnfs_test_read_file(ngnfs_test_cluster_log_path(cluster, 0), NULL);
-	line = log ? strstr(log, "stopped after ") : NULL;
-	if (!line || sscanf(line, "stopped after %llu group commits of %llu requests", &batches,
-			    &requests) != 2)
-		fail("expected the group commit totals in the log at shutdown");
-	free(log);
+	stop_counts(cluster, &batches, &requests, &early);
 	/* 400 writes + FORMAT, from 16 concurrent sessions, synced: they must share batches */
 	EXPECT_U64("requests committed", requests, 401);
 	if (batches >= requests)
