@@ -2197,6 +2197,33 @@ static void test_orphans_reclaimed_after_kill(void **state)
  * sessions (-ENOTCONN, never applied), left down for down_ms, and
  * restarted.
  */
+/*
+ * blockd's reclaim grace after a restart (its default: the harness sets
+ * none).  While it lasts a device reserves no blocks, so a create that
+ * finds its gateway's pools empty is answered NFS4ERR_DELAY; a test whose
+ * premise is that creates need no ALLOC waits out the restarts of the
+ * tests before it (wait_out_grace).
+ */
+#define BLOCKD_GRACE_MS 5000
+
+static uint64_t last_restart_ms;
+
+static void restart_device(unsigned int device)
+{
+	check(ngnfs_test_cluster_restart(cluster, device) == 0, "restart device %u", device);
+	last_restart_ms = now_ms();
+}
+
+static void wait_out_grace(void)
+{
+	/* and CACHE_GRACE_RECHECK_MS, after which the gateway asks again */
+	uint64_t over = last_restart_ms + BLOCKD_GRACE_MS + 500;
+	uint64_t now = now_ms();
+
+	if (last_restart_ms && now < over)
+		sleep_ms((unsigned int)(over - now));
+}
+
 static void outage_with_write_in_flight(struct nfs42_client *client, const struct nfs42_fh *fh,
 					const uint8_t *data, size_t length, unsigned int down_ms,
 					struct nfs42_write_result *written)
@@ -2214,7 +2241,7 @@ static void outage_with_write_in_flight(struct nfs42_client *client, const struc
 		check(ngnfs_test_cluster_kill(cluster, i, SIGKILL) == 0, "SIGKILL device %u", i);
 	sleep_ms(down_ms);
 	for (i = 0; i < devices; i++)
-		check(ngnfs_test_cluster_restart(cluster, i) == 0, "restart device %u", i);
+		restart_device(i);
 }
 
 /*
@@ -2327,7 +2354,11 @@ static void *create_in_thread(void *arg)
  * at the base versions, finds it was not applied and writes it again.
  * The device is stopped first (SIGSTOP) so that the create's write sits
  * unread in its socket; the directory's blocks are granted and the inode
- * reserved beforehand, so the create needs nothing else from the device.
+ * reserved beforehand, so the create needs nothing else from the device;
+ * that is so only once the restarts of the tests before are past their
+ * grace periods (with every pool empty and every device refusing ALLOC,
+ * the create is rightly answered NFS4ERR_DELAY, which libnfs does not
+ * retry).
  */
 static void test_stable_create_in_flight_at_outage(void **state)
 {
@@ -2338,6 +2369,7 @@ static void test_stable_create_in_flight_at_outage(void **state)
 	int ret;
 
 	(void)state;
+	wait_out_grace();
 	create_with(nfs, "/warm-up", (const uint8_t *)"warm", 4);
 	check(ngnfs_test_cluster_kill(cluster, 0, SIGSTOP) == 0, "SIGSTOP device 0");
 	check(pthread_create(&thread, NULL, create_in_thread, &call) == 0, "create thread");
@@ -2346,7 +2378,7 @@ static void test_stable_create_in_flight_at_outage(void **state)
 	      "expected the create to wait for the stopped device, it returned %d", call.ret);
 	check(ngnfs_test_cluster_kill(cluster, 0, SIGKILL) == 0, "SIGKILL device 0");
 	sleep_ms(500);
-	check(ngnfs_test_cluster_restart(cluster, 0) == 0, "restart device 0");
+	restart_device(0);
 	ret = pthread_join(thread, NULL);
 	check(ret == 0, "join the create thread: %s", strerror(ret));
 	check(call.ret == 0,
@@ -2439,7 +2471,7 @@ static void test_blockd_outage(void **state)
 	      took);
 	check(ganesha_instance_alive(gateway), "the gateway died during the outage");
 
-	check(ngnfs_test_cluster_restart(cluster, 0) == 0, "expected device 0 to restart");
+	restart_device(0);
 	/* and work again once it is back (bounded) */
 	fh = create_once_back(nfs, "/after");
 	write_all(nfs, fh, 0, (const uint8_t *)"after", 5);
@@ -2545,7 +2577,7 @@ static void test_rolling_restart(void **state)
 		before = __atomic_load_n(&writer.created, __ATOMIC_RELAXED);
 		check(ngnfs_test_cluster_kill(cluster, i, SIGKILL) == 0, "SIGKILL device %u", i);
 		sleep_ms(500);
-		check(ngnfs_test_cluster_restart(cluster, i) == 0, "restart device %u", i);
+		restart_device(i);
 		sleep_ms(2000);
 		print_message("device %u restarted: %u files written meanwhile\n", i,
 			      __atomic_load_n(&writer.created, __ATOMIC_RELAXED) - before);
