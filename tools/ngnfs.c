@@ -37,7 +37,8 @@
  * gateways; changing xattrs stays with NFS, where the agent's own
  * protocol is.
  *
- * Exit status: 0 success, 1 failure (fsck: problems found), 2 usage.
+ * Exit status: 0 success, 1 failure (fsck: problems found), 2 usage,
+ * 128 + the signal when SIGINT or SIGTERM stopped reclaim-orphans.
  *
  * XXX:
  *  - fsck --repair fixes link and entry counts and ".." only; the rest it
@@ -47,6 +48,8 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,7 +130,9 @@ static const char *const command_help[][2] = {
 	  "Refuses (exit 1) while any other client is connected to any device,\n"
 	  "because one of them may still have such a file open: stop every\n"
 	  "gateway first.  --force skips that check; an NFS client still reading\n"
-	  "an unlinked open file then gets a stale handle.\n" },
+	  "an unlinked open file then gets a stale handle.  SIGINT or SIGTERM\n"
+	  "stops the run after the orphan in hand (exit 128 + the signal); run it\n"
+	  "again to free the rest.\n" },
 	{ "add-devices", "usage: ngnfs add-devices --devices DEVICES [--force]\n"
 			 "DEVICES lists the filesystem's devices in their order, then the new,\n"
 			 "unformatted ones.  Formats the new devices and raises the filesystem's\n"
@@ -559,13 +564,44 @@ static void reclaim_output(void *arg, bool problem, const char *line)
 	printf("%s%s\n", problem ? "problem: " : "", line);
 }
 
+/*
+ * SIGINT or SIGTERM stops a long reclaim between two orphans rather than
+ * in the middle of one: the run reports what it freed and what is left,
+ * and the next run goes on from there (each orphan is freed by one
+ * transaction, so none is half freed either way).
+ */
+static atomic_bool reclaim_stop;
+static volatile sig_atomic_t reclaim_stop_signal;
+
+static void reclaim_stop_handler(int signal_number)
+{
+	reclaim_stop_signal = signal_number;
+	atomic_store(&reclaim_stop, true);
+}
+
 static int do_reclaim_orphans(struct ngnfs_fs *fs, const struct options *options)
 {
+	struct sigaction stop = { .sa_handler = reclaim_stop_handler, .sa_flags = SA_RESTART };
+	struct sigaction old_interrupt, old_terminate;
 	uint64_t reclaimed, left;
 	int ret;
 
-	ret = ngnfs_fsck_reclaim_orphans(fs, options->force, NULL, reclaim_output, NULL, &reclaimed,
-					 &left);
+	sigemptyset(&stop.sa_mask);
+	sigaction(SIGINT, &stop, &old_interrupt);
+	sigaction(SIGTERM, &stop, &old_terminate);
+	ret = ngnfs_fsck_reclaim_orphans(fs, options->force, &reclaim_stop, reclaim_output, NULL,
+					 &reclaimed, &left);
+	sigaction(SIGINT, &old_interrupt, NULL);
+	sigaction(SIGTERM, &old_terminate, NULL);
+	if (ret == -ECANCELED) {
+		printf("%llu orphans freed, %llu left\n", (unsigned long long)reclaimed,
+		       (unsigned long long)left);
+		fprintf(stderr,
+			"ngnfs reclaim-orphans: stopped by signal %d: run it again to free the "
+			"%llu left\n",
+			(int)reclaim_stop_signal, (unsigned long long)left);
+		return 128 + reclaim_stop_signal;
+	}
 	if (ret < 0) {
 		fprintf(stderr, "ngnfs reclaim-orphans: %s (%s)\n", ngnfs_last_error(),
 			strerror(-ret));

@@ -34,6 +34,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -946,6 +947,54 @@ static void connect_after_first_free(void *arg, bool problem, const char *line)
 		late->fs = mount_fs(NGNFS_MOUNT_STABLE);
 }
 
+/*
+ * Runs `ngnfs reclaim-orphans` with its output into a pipe of one page
+ * that is not read until the tool has written some: the tool then blocks
+ * on its output after a few hundred orphans, so the SIGINT surely comes
+ * in the middle of the run.  Returns the whole output; *status is the
+ * tool's wait status.
+ */
+static char *reclaim_interrupted(const char *tool, const char *manifest, int *status)
+{
+	const char *argv[] = { tool, "reclaim-orphans", "--devices", manifest, NULL };
+	struct pollfd readable;
+	size_t length = 0, size = 1 << 16;
+	char *text = malloc(size);
+	int fds[2];
+	ssize_t got;
+	pid_t pid;
+
+	CHECK(text, "out of memory");
+	CHECK(pipe(fds) == 0, "pipe: %s", strerror(errno));
+	CHECK(fcntl(fds[1], F_SETPIPE_SZ, 4096) >= 0, "F_SETPIPE_SZ: %s", strerror(errno));
+	pid = fork();
+	CHECK(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		dup2(fds[1], STDOUT_FILENO);
+		dup2(fds[1], STDERR_FILENO);
+		close(fds[0]);
+		close(fds[1]);
+		execv(tool, (char *const *)argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	readable = (struct pollfd){ .fd = fds[0], .events = POLLIN };
+	CHECK(poll(&readable, 1, 60000) == 1, "reclaim-orphans wrote nothing in 60 s");
+	CHECK(kill(pid, SIGINT) == 0, "SIGINT to reclaim-orphans: %s", strerror(errno));
+	while ((got = read(fds[0], text + length, size - 1 - length)) > 0) {
+		length += (size_t)got;
+		if (length == size - 1) {
+			size *= 2;
+			text = realloc(text, size);
+			CHECK(text, "out of memory");
+		}
+	}
+	close(fds[0]);
+	text[length] = '\0';
+	CHECK(waitpid(pid, status, 0) == pid, "waitpid: %s", strerror(errno));
+	return text;
+}
+
 /* Leaves count unlinked files open, crashes (no closes) and mounts again. */
 static struct ngnfs_fs *crash_with_orphans(struct ngnfs_fs *fs, const struct ngnfs_handle *root,
 					   const char *prefix, int count)
@@ -975,7 +1024,9 @@ static struct ngnfs_fs *crash_with_orphans(struct ngnfs_fs *fs, const struct ngn
  * client still has open, whose handle then answers -ESTALE.  A client
  * that connects while orphans are being freed stops the run before the
  * next one, and so does a stop asked for by the caller (an export being
- * stopped), the rest left for the next run.
+ * stopped), the rest left for the next run; for the admin command that
+ * stop is SIGINT (or SIGTERM): it prints the counts, says to run it
+ * again and exits 128 + the signal.
  */
 void test_orphans_reclaimed_after_crash(void)
 {
@@ -1115,6 +1166,41 @@ void test_orphans_reclaimed_after_crash(void)
 		    reclaimed == 2 && left == 0,
 		    "after the stop: expected the other 2 orphans freed, got %llu freed, %llu left",
 		    (unsigned long long)reclaimed, (unsigned long long)left);
+	}
+	{
+		enum { ORPHANS = 1000 };
+		const char *reclaim[] = { tool, "reclaim-orphans", "--devices", manifest, NULL };
+		unsigned long long freed = 0, left = 0, freed_lines = 0;
+		const char *at, *counts = NULL;
+		char *text;
+		int status;
+
+		/* the admin command stopped by SIGINT: between two orphans, the rest kept */
+		fs = crash_with_orphans(fs, &root, "open-at-interrupt", ORPHANS);
+		ngnfs_unmount(fs);
+		text = reclaim_interrupted(tool, manifest, &status);
+		for (at = text; (at = strstr(at, " freed\n")); at++)
+			freed_lines++;
+		for (at = text; (at = strstr(at, " orphans freed, ")); at++)
+			counts = at;
+		while (counts && counts > text && counts[-1] != '\n')
+			counts--;
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGINT && counts &&
+			  sscanf(counts, "%llu orphans freed, %llu left", &freed, &left) == 2 &&
+			  strstr(text, "stopped by signal 2: run it again to free the"),
+		      "reclaim-orphans interrupted: expected exit status %d, the counts and the "
+		      "advice, got status %d and:\n%s",
+		      128 + SIGINT, WIFEXITED(status) ? WEXITSTATUS(status) : -1, text);
+		TEST_LOG("reclaim-orphans interrupted after %llu of %d orphans", freed, ORPHANS);
+		CHECK(freed > 0 && left > 0 && freed + left == ORPHANS && freed_lines == freed,
+		      "reclaim-orphans interrupted: expected some of the %d orphans freed and the "
+		      "rest left, one line each, got %llu freed (%llu lines), %llu left",
+		      ORPHANS, freed, freed_lines, left);
+		free(text);
+		snprintf(expected, sizeof(expected), "%llu orphans freed, 0 left", left);
+		run_tool_expect(reclaim, 0, output, expected, NULL,
+				"reclaim-orphans after the interrupted one");
+		fs = mount_fs(NGNFS_MOUNT_STABLE);
 	}
 	check_fsck_clean(fs);
 	ngnfs_unmount(fs);
