@@ -76,6 +76,10 @@ ngnfs_add_cluster_test(NAME fs_real_stopped_client_loses_grants
 # meanwhile place their inodes on the other device.
 ngnfs_add_cluster_test(NAME fs_real_restart_grace_places_elsewhere
 		       COMMAND test_fs_real restart_grace_places_elsewhere TIMEOUT 180)
+# A created file's open counted while its device is away (a gateway's OPEN
+# whose create committed just before a restart).
+ngnfs_add_cluster_test(NAME fs_real_open_created_without_device
+		       COMMAND test_fs_real open_created_without_device TIMEOUT 180)
 # blockd killed (--commit-delay-ms) under a write of several frames: the
 # set is written again after the restart.
 ngnfs_add_cluster_test(NAME fs_real_held_write_across_restart

@@ -186,10 +186,13 @@ static fsal_status_t ngnfs_fsal_attrs_out(struct ngnfs_fsal_object *object,
 /*
  * Opens an object we have: the state's descriptor (taking its share
  * reservation) or, without a state, the global one.  Truncates for
- * FSAL_O_TRUNC.  On failure nothing is left open or reserved.
+ * FSAL_O_TRUNC.  On failure nothing is left open or reserved.  created:
+ * the file is the one open2 has just created, and its open is counted
+ * without reading the inode again (ngnfs_open_created), so that a device
+ * lost after the create committed cannot fail the OPEN.
  */
 static fsal_status_t ngnfs_fsal_open_object(struct ngnfs_fsal_object *object, struct state_t *state,
-					    fsal_openflags_t openflags, bool truncate)
+					    fsal_openflags_t openflags, bool truncate, bool created)
 {
 	struct fsal_obj_handle *fsal_object = &object->object;
 	struct ngnfs_fsal_fd *fd;
@@ -211,7 +214,17 @@ static fsal_status_t ngnfs_fsal_open_object(struct ngnfs_fsal_object *object, st
 		fd = &object->global_fd;
 	}
 
-	status = ngnfs_fsal_open_fd(fsal_object, openflags, (struct fsal_fd *)fd);
+	status = fsalstat(ERR_FSAL_NO_ERROR, 0);
+	if (created && !fd->counted) {
+		int ret = ngnfs_open_created(object->export->fs, &object->handle);
+
+		if (ret < 0)
+			status = ngnfs_fsal_status(ret);
+		else
+			fd->counted = true;
+	}
+	if (!FSAL_IS_ERROR(status))
+		status = ngnfs_fsal_open_fd(fsal_object, openflags, (struct fsal_fd *)fd);
 	if (!FSAL_IS_ERROR(status) && truncate)
 		status = ngnfs_fsal_truncate(object);
 	if (FSAL_IS_ERROR(status)) {
@@ -274,7 +287,7 @@ ngnfs_fsal_open2_in_hand(struct fsal_obj_handle *fsal_object, struct state_t *st
 			if (FSAL_IS_ERROR(status))
 				return status;
 		}
-		status = ngnfs_fsal_open_object(object, state, openflags, truncate);
+		status = ngnfs_fsal_open_object(object, state, openflags, truncate, false);
 		if (FSAL_IS_ERROR(status))
 			return status;
 		return ngnfs_fsal_attrs_out(object, attrs_out);
@@ -363,7 +376,8 @@ ngnfs_fsal_open2_in_hand(struct fsal_obj_handle *fsal_object, struct state_t *st
 		}
 	}
 	if (!FSAL_IS_ERROR(status))
-		status = ngnfs_fsal_open_object(file, state, openflags, truncate && !created);
+		status =
+		    ngnfs_fsal_open_object(file, state, openflags, truncate && !created, created);
 	/*
 	 * A new file's attributes came back from the create (and setattr),
 	 * and opening it changed none: no second getattr.  An existing file
@@ -374,8 +388,13 @@ ngnfs_fsal_open2_in_hand(struct fsal_obj_handle *fsal_object, struct state_t *st
 	else if (!FSAL_IS_ERROR(status))
 		status = ngnfs_fsal_attrs_out(file, attrs_out);
 	if (FSAL_IS_ERROR(status)) {
-		if (created)
-			(void)ngnfs_unlink(export->fs, &object->handle, name);
+		/* The client is told the OPEN failed: the file must not stay. */
+		if (created && (ret = ngnfs_unlink(export->fs, &object->handle, name)) < 0)
+			LogWarn(COMPONENT_FSAL,
+				"NGNFS: \"%s\" in inode %" PRIu64 " was created but its open "
+				"failed (%s), and removing it failed too: %s",
+				name, object->handle.ino, msg_fsal_err(status.major),
+				ngnfs_last_error());
 		(*new_object)->obj_ops->release(*new_object);
 		*new_object = NULL;
 		return status;

@@ -319,6 +319,15 @@ int ngnfs_open(struct ngnfs_fs *fs, const struct ngnfs_handle *handle)
 	return 0;
 }
 
+int ngnfs_open_created(struct ngnfs_fs *fs, const struct ngnfs_handle *handle)
+{
+	int ret;
+
+	ngnfs_clear_error();
+	ret = open_count_add(fs, handle, 1);
+	return ret < 0 ? ret : 0;
+}
+
 int ngnfs_close(struct ngnfs_fs *fs, const struct ngnfs_handle *handle)
 {
 	int count;

@@ -227,6 +227,16 @@ int ngnfs_readdir(struct ngnfs_fs *fs, const struct ngnfs_handle *dir, uint64_t 
  * last close on this client (orphan), then its blocks are freed.
  */
 int ngnfs_open(struct ngnfs_fs *fs, const struct ngnfs_handle *handle);
+/*
+ * ngnfs_open of a file this client has just created, whose attributes
+ * came back from the create: the open is counted without reading the
+ * inode again.  That read needs the device, and a device lost between a
+ * committed create and its open would otherwise fail an open whose file
+ * exists (an NFS client told NFS4ERR_DELAY then finds it there: EXIST).
+ * An unlink that commits between the two saw no open and freed the file;
+ * the handle then answers -ESTALE, as for a file unlinked just before.
+ */
+int ngnfs_open_created(struct ngnfs_fs *fs, const struct ngnfs_handle *handle);
 int ngnfs_close(struct ngnfs_fs *fs, const struct ngnfs_handle *handle);
 
 ssize_t ngnfs_read(struct ngnfs_fs *fs, const struct ngnfs_handle *handle, uint64_t offset,

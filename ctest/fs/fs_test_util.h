@@ -137,6 +137,7 @@ void test_full_device_overflows(void);
 void test_stopped_client_loses_grants(void);
 void test_evicted_inode_is_invalidated(void);
 void test_restart_grace_places_elsewhere(void);
+void test_open_created_without_device(void);
 void test_held_write_across_restart(void);
 
 #endif

@@ -981,6 +981,7 @@ static const struct test_case tests[] = {
 	{ "stopped_client_loses_grants", test_stopped_client_loses_grants },
 	{ "evicted_inode_is_invalidated", test_evicted_inode_is_invalidated },
 	{ "restart_grace_places_elsewhere", test_restart_grace_places_elsewhere },
+	{ "open_created_without_device", test_open_created_without_device },
 	{ "held_write_across_restart", test_held_write_across_restart },
 #endif
 	{ NULL, NULL },

@@ -1778,6 +1778,50 @@ void test_evicted_inode_is_invalidated(void)
 #define GRACE_TEST_ARG(ms)  GRACE_TEST_TEXT(ms)
 
 /*
+ * open_created_without_device: a file whose create committed, and then
+ * its device went away.  ngnfs_open reads the inode again and must be
+ * answered try-again while the device is away; ngnfs_open_created, for
+ * the file this client has just created (a gateway's OPEN that created
+ * it), counts the open without the device, so an NFS client is not told
+ * NFS4ERR_DELAY for a file that exists.  Once the device is back the
+ * file is there and the open closes.
+ */
+void test_open_created_without_device(void)
+{
+	struct ngnfs_handle root, file;
+	struct ngnfs_attr attr;
+	struct ngnfs_fs *fs;
+	unsigned int tries = 0;
+	int ret;
+
+	fs = start_fs(1, "open-created", NGNFS_MOUNT_STABLE);
+	root = root_of(fs);
+	file = make(fs, &root, "created", S_IFREG | 0644);
+	CHECK(test_blockd_stop(0) == 0, "could not stop device 0");
+	ret = ngnfs_open(fs, &file);
+	CHECK(ret == -EAGAIN,
+	      "ngnfs_open with the inode's device away: expected -EAGAIN (it reads the inode), "
+	      "got %d (%s)",
+	      ret, ngnfs_last_error());
+	EXPECT_RET(ngnfs_open_created(fs, &file), 0);
+	CHECK(test_blockd_start(0) == 0, "could not start device 0 again");
+	do {
+		ret = ngnfs_getattr(fs, &file, &attr);
+		if (ret == -EAGAIN)
+			usleep(50 * 1000);
+	} while (ret == -EAGAIN && ++tries < 400);
+	EXPECT_RET(ret, 0);
+	CHECK(S_ISREG(attr.mode) && attr.nlink == 1,
+	      "the created file after the restart: expected a regular file with one link, got "
+	      "mode %o, %u links",
+	      attr.mode, (unsigned int)attr.nlink);
+	EXPECT_RET(ngnfs_close(fs, &file), 0);
+	EXPECT_RET(ngnfs_close(fs, &file), -EBADF);
+	check_fsck_clean(fs);
+	stop_fs(fs);
+}
+
+/*
  * Files are created in the root, which lives on device 0, so their inodes
  * go there too.  Device 0 is killed and started again with a grace period
  * of GRACE_TEST_MS: a create inside it must succeed (the client retries
