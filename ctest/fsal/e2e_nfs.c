@@ -2190,14 +2190,6 @@ static void test_orphans_reclaimed_after_kill(void **state)
 }
 
 /*
- * An UNSTABLE WRITE of length bytes at 0, answered from libcore's cache and
- * held back for Writeback_Interval_Ms (1 s) in the stable export; then
- * every device is stopped (SIGSTOP) at once, so the interval's write-back
- * goes into sockets nobody reads, killed, so that write fails with its
- * sessions (-ENOTCONN, never applied), left down for down_ms, and
- * restarted.
- */
-/*
  * blockd's reclaim grace after a restart (its default: the harness sets
  * none).  While it lasts a device reserves no blocks, so a create that
  * finds its gateway's pools empty is answered NFS4ERR_DELAY; a test whose
@@ -2224,6 +2216,14 @@ static void wait_out_grace(void)
 		sleep_ms((unsigned int)(over - now));
 }
 
+/*
+ * An UNSTABLE WRITE of length bytes at 0, answered from libcore's cache and
+ * held back for Writeback_Interval_Ms (1 s) in the stable export; then
+ * every device is stopped (SIGSTOP) at once, so the interval's write-back
+ * goes into sockets nobody reads, killed, so that write fails with its
+ * sessions (-ENOTCONN, never applied), left down for down_ms, and
+ * restarted.
+ */
 static void outage_with_write_in_flight(struct nfs42_client *client, const struct nfs42_fh *fh,
 					const uint8_t *data, size_t length, unsigned int down_ms,
 					struct nfs42_write_result *written)
