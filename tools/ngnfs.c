@@ -593,22 +593,20 @@ static int do_reclaim_orphans(struct ngnfs_fs *fs, const struct options *options
 					 &reclaimed, &left);
 	sigaction(SIGINT, &old_interrupt, NULL);
 	sigaction(SIGTERM, &old_terminate, NULL);
-	if (ret == -ECANCELED) {
-		printf("%llu orphans freed, %llu left\n", (unsigned long long)reclaimed,
-		       (unsigned long long)left);
-		fprintf(stderr,
-			"ngnfs reclaim-orphans: stopped by signal %d: run it again to free the "
-			"%llu left\n",
-			(int)reclaim_stop_signal, (unsigned long long)left);
-		return 128 + reclaim_stop_signal;
-	}
-	if (ret < 0) {
+	if (ret < 0 && ret != -ECANCELED) {
 		fprintf(stderr, "ngnfs reclaim-orphans: %s (%s)\n", ngnfs_last_error(),
 			strerror(-ret));
 		return 1;
 	}
 	printf("%llu orphans freed, %llu left\n", (unsigned long long)reclaimed,
 	       (unsigned long long)left);
+	if (ret == -ECANCELED) {
+		fprintf(stderr,
+			"ngnfs reclaim-orphans: stopped by signal %d: run it again to free the "
+			"%llu left\n",
+			(int)reclaim_stop_signal, (unsigned long long)left);
+		return 128 + reclaim_stop_signal;
+	}
 	return left ? 1 : 0;
 }
 
